@@ -1,0 +1,226 @@
+"""A cell: the worker groups that run inside one process, and the thread that folds their
+measurements into one set of histograms per interval.
+
+The controller (harness.runner) runs a single cell in its own process, or several cells in
+child processes (harness.processes); either way a cell reports through one callback, with
+plain dicts that pickle.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from harness.clock import EPOCH_OFFSET_NS, now_ns, to_monotonic
+from harness.config import GroupSpec, RunSpec
+from harness.errors import StartFailure
+from harness.histogram import encode, fold_many, new_histogram
+from harness.recorder import COUNTERS
+from harness.roles import ROLES
+from harness.worker import Control, Handoff, Worker, WorkerSetup
+from modules import transport_class
+
+# How long after an interval ends the cell waits for a busy worker's hand-off before
+# reporting the interval without it (its data then lands in the next interval).
+GRACE_S = 0.25
+DRAIN_IDLE_S = 0.5
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def metrics_for(group: GroupSpec) -> list[str]:
+    role = ROLES[group.role]
+    names = ["latency"] if role.consumes else []
+    names.append("service")
+    if role.produces and group.per_thread_rate:
+        names.append("delay")
+    return names
+
+
+def message_body(group: GroupSpec) -> bytes:
+    if group.body_file:
+        with open(group.body_file, "rb") as f:
+            return f.read()
+    # Random rather than repeated bytes, so that a compressing broker or link sees realistic
+    # payloads; made once per group, so it costs nothing per message.
+    return os.urandom(group.size)
+
+
+@dataclass
+class CellPlan:
+    run: RunSpec
+    run_id: str
+    process_index: int
+    group_indexes: list[int]
+    exclusive: dict[int, bool] = field(default_factory=dict)
+
+
+class _Interval:
+    """What the cell has gathered for one interval, per group."""
+
+    def __init__(self, groups: list[int]) -> None:
+        self.values: dict[int, dict[str, list[list[int]]]] = {g: {} for g in groups}
+        self.counters: dict[int, dict[str, int]] = {g: dict.fromkeys(COUNTERS, 0)
+                                                    for g in groups}
+
+    def add(self, group: int, values: dict[str, list[int]], counters: dict[str, int]) -> None:
+        chunks = self.values[group]
+        for metric, items in values.items():
+            if items:
+                chunks.setdefault(metric, []).append(items)
+        totals = self.counters[group]
+        for name, count in counters.items():
+            totals[name] += count
+
+
+class Cell:
+    def __init__(self, plan: CellPlan, emit: Emit) -> None:
+        self.plan = plan
+        self.emit = emit
+        self.run = plan.run
+        self.control = Control(0, int(self.run.interval * 1e9), int(DRAIN_IDLE_S * 1e9))
+        self.outbox: deque[Handoff] = deque()
+        self.workers: list[Worker] = []
+        self.collector: threading.Thread | None = None
+        self.process = psutil.Process()
+
+    # -- lifecycle, called by the controller
+    def prepare(self) -> None:
+        """Create, connect and subscribe every worker; raises StartFailure if one cannot."""
+        run = self.run
+        if run.switch_interval:
+            sys.setswitchinterval(run.switch_interval)
+        if any(run.groups[g].transport == "loopback" for g in self.plan.group_indexes):
+            from modules import loopback
+            broker = loopback.reset_broker()
+            for action, destination, nth in run.faults:
+                broker.inject(action, destination, nth)
+        for g in self.plan.group_indexes:
+            group = run.groups[g]
+            body = message_body(group)
+            worker_class = ROLES[group.role].worker
+            transport_type = transport_class(group.transport)
+            for t in range(group.threads):
+                setup = WorkerSetup(group, g, self.plan.process_index, t, run.node,
+                                    self.control, self.outbox, transport_type({}), body,
+                                    self.plan.exclusive.get(g, False),
+                                    int(run.reorder_window * 1e9))
+                self.workers.append(worker_class(setup))
+        for worker in self.workers:
+            try:
+                worker.prepare()
+            except Exception as exc:
+                raise StartFailure(f"{worker.group.module} ({worker.group.name}): cannot start: "
+                                   f"{exc}") from exc
+
+    def start(self, start_epoch_ns: int) -> None:
+        start = to_monotonic(start_epoch_ns)
+        self.control.start_ns = start
+        if self.run.duration:
+            self.control.produce_until_ns = start + int(self.run.duration * 1e9)
+        for worker in self.workers:
+            worker.interval_index = 0
+            worker.next_boundary = start + self.control.interval_ns
+            if worker.schedule is not None:
+                worker.schedule.start = worker.start_time()
+        self.process.cpu_percent(None)
+        for worker in self.workers:
+            worker.start()
+        self.collector = threading.Thread(target=self._collect, name="collector", daemon=True)
+        self.collector.start()
+
+    def stop_producers(self) -> None:
+        self.control.producing = False
+
+    def drain(self) -> None:
+        self.control.producing = False
+        self.control.draining = True
+
+    def stop(self) -> None:
+        self.control.producing = False
+        self.control.consuming = False
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self.collector is not None:
+            self.collector.join(timeout)
+            return not self.collector.is_alive()
+        return True
+
+    # -- the collector thread
+    def _collect(self) -> None:
+        control = self.control
+        groups = self.plan.group_indexes
+        pending: dict[int, _Interval] = {}
+        index = 0  # the earliest interval not yet reported
+        reported_failures: set[str] = set()
+        while True:
+            boundary = control.start_ns + (index + 1) * control.interval_ns
+            time.sleep(0.02)
+            finished = all(w.finished for w in self.workers)
+            self._take_handoffs(pending, index, groups)
+            now = now_ns()
+            if finished:
+                last = max([index, *pending])
+                while index < last:
+                    self._report(index, pending.pop(index, None) or _Interval(groups), None)
+                    index += 1
+                self._report(index, pending.pop(index, None) or _Interval(groups), now)
+                break
+            complete = all(w.done_through >= index for w in self.workers)
+            if now >= boundary and (complete or now >= boundary + GRACE_S * 1e9):
+                self._report(index, pending.pop(index, None) or _Interval(groups), None)
+                index += 1
+            failures = [w.failure for w in self.workers if w.failure]
+            for failure in failures:
+                if failure not in reported_failures:
+                    reported_failures.add(failure)
+                    self.emit({"type": "log", "process": self.plan.process_index,
+                               "message": failure})
+        self.emit({"type": "done", "process": self.plan.process_index})
+
+    def _take_handoffs(self, pending: dict[int, _Interval], index: int,
+                       groups: list[int]) -> None:
+        outbox = self.outbox
+        while outbox:
+            (group, _thread), interval, sample = outbox.popleft()
+            # A hand-off for an interval already reported goes to the earliest open one.
+            interval = max(interval, index)
+            slot = pending.get(interval)
+            if slot is None:
+                slot = pending[interval] = _Interval(groups)
+            slot.add(group, sample.values, sample.counters)
+
+    def _report(self, index: int, data: _Interval, end_ns: int | None) -> None:
+        control = self.control
+        start = control.start_ns + index * control.interval_ns
+        length_ns = control.interval_ns if end_ns is None else \
+            min(max(end_ns - start, 0), control.interval_ns)
+        report: dict[str, Any] = {
+            "type": "interval", "process": self.plan.process_index, "pid": os.getpid(),
+            "index": index, "start_ns": start + EPOCH_OFFSET_NS,
+            "length_s": length_ns / 1e9, "final": end_ns is not None,
+            "cpu": self.process.cpu_percent(None), "groups": {},
+        }
+        for g in self.plan.group_indexes:
+            group = self.run.groups[g]
+            histograms: dict[str, str] = {}
+            clamped = 0
+            for metric in metrics_for(group):
+                histogram = new_histogram()
+                clamped += fold_many(histogram, data.values[g].get(metric, ()))
+                histograms[metric] = encode(histogram)
+            workers = [w for w in self.workers if w.key[0] == g]
+            report["groups"][g] = {
+                "counters": data.counters[g], "histograms": histograms, "clamped": clamped,
+                "threads_up": sum(w.up for w in workers), "threads": len(workers),
+                "producing": sum(1 for w in workers if w.produces() and not w.finished),
+            }
+        self.emit(report)

@@ -1,0 +1,260 @@
+"""The `harness` command line."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+try:  # typer >= 0.26 carries its own copy of click
+    from typer._click import exceptions as click_errors
+    from typer._click.core import ParameterSource
+except ImportError:  # pragma: no cover - older typer on the real click
+    import click.exceptions as click_errors  # type: ignore[no-redef]
+    from click.core import ParameterSource  # type: ignore[no-redef,assignment]
+
+from harness.config import GroupSpec, RunSpec, parse_fault, parse_property, validate_run
+from harness.errors import BadInput, StartFailure
+from harness.units import parse_size
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Load generator for message brokers: paced workers, HDR latency, "
+                       "interval statistics.")
+# Where output is not a terminal (pipes, CI, log files) lines must not wrap at 80 columns.
+console = Console(highlight=False, soft_wrap=not sys.stdout.isatty(),
+                  width=None if sys.stdout.isatty() else 200)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+GROUP_PANEL = "Worker group (also inside each --group)"
+RUN_PANEL = "Run"
+
+# Parameters that describe one worker group; every other `run` parameter is run-wide.
+GROUP_PARAMS = ("module", "destination", "group_name", "threads", "processes",
+                "thread_interval", "thread_rate", "rate", "poisson", "ramp", "messages",
+                "size", "body_file", "prop", "correlation_id", "persistent", "transacted",
+                "commit_count", "crc", "reply_timeout")
+
+
+def _group_spec(params: dict[str, Any]) -> GroupSpec:
+    try:
+        size = parse_size(params["size"])
+    except ValueError as exc:
+        raise BadInput("-ms", str(exc)) from None
+    return GroupSpec(
+        module=params["module"], destination=params["destination"],
+        name=params["group_name"] or "", threads=params["threads"],
+        processes=params["processes"], thread_interval_ms=params["thread_interval"],
+        thread_rate=params["thread_rate"], rate=params["rate"], poisson=params["poisson"],
+        ramp=params["ramp"], messages=params["messages"], size=size,
+        body_file=params["body_file"],
+        properties=dict(parse_property(p) for p in params["prop"]),
+        correlation_id=params["correlation_id"], persistent=params["persistent"],
+        transacted=params["transacted"], commit_count=params["commit_count"],
+        crc=params["crc"], reply_timeout=params["reply_timeout"])
+
+
+def _parse_group_option(text: str) -> GroupSpec:
+    """A --group value holds group flags, parsed by the very same option definitions."""
+    run_command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    try:
+        args = shlex.split(text)
+    except ValueError as exc:
+        raise BadInput("--group", f"{text!r}: {exc}") from None
+    try:
+        ctx = run_command.make_context("--group", args, resilient_parsing=False)
+    except click_errors.UsageError as exc:
+        raise BadInput("--group", f"{text!r}: {exc.format_message()}") from None
+    for name in ctx.params:
+        if name not in GROUP_PARAMS and \
+                ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            raise BadInput("--group", f"{text!r}: run-wide options belong outside --group")
+    if not ctx.params["module"]:
+        raise BadInput("--group", f"{text!r}: needs -m MODULE")
+    return _group_spec(ctx.params)
+
+
+@app.command(no_args_is_help=False)
+def run(
+    module: Annotated[str | None, typer.Option(
+        "-m", "--module", help="Module <transport>.<Role>, e.g. loopback.Sender "
+        "(see `harness modules`).", rich_help_panel=GROUP_PANEL)] = None,
+    destination: Annotated[str | None, typer.Option(
+        "-d", "--destination", help="Queue or topic name (for Requestor/Responder: the "
+        "request queue).", rich_help_panel=GROUP_PANEL)] = None,
+    group_name: Annotated[str | None, typer.Option(
+        "-gn", "--group-name", help="Name of the group in output (default: the role, "
+        "lower-cased).", rich_help_panel=GROUP_PANEL)] = None,
+    threads: Annotated[int, typer.Option(
+        "-nt", "--threads", help="Worker threads per process.",
+        rich_help_panel=GROUP_PANEL)] = 1,
+    processes: Annotated[int, typer.Option(
+        "--processes", help="Processes for the group, each with -nt threads.",
+        rich_help_panel=GROUP_PANEL)] = 1,
+    thread_interval: Annotated[int, typer.Option(
+        "-wi", "--thread-interval", help="Milliseconds between thread starts.",
+        rich_help_panel=GROUP_PANEL)] = 0,
+    thread_rate: Annotated[float, typer.Option(
+        "-rt", "--thread-rate", help="Messages/s per thread; 0 = as fast as possible.",
+        rich_help_panel=GROUP_PANEL)] = 0.0,
+    rate: Annotated[float, typer.Option(
+        "--rate", help="Messages/s for the whole group, split over its threads and "
+        "processes; 0 = use -rt.", rich_help_panel=GROUP_PANEL)] = 0.0,
+    poisson: Annotated[bool, typer.Option(
+        "--poisson", help="Poisson arrivals (exponential gaps) instead of a fixed schedule.",
+        rich_help_panel=GROUP_PANEL)] = False,
+    ramp: Annotated[float, typer.Option(
+        "-rp", "--ramp", help="Seconds to ramp the rate up linearly from 0.",
+        rich_help_panel=GROUP_PANEL)] = 0.0,
+    messages: Annotated[int, typer.Option(
+        "-mg", "--messages", help="Messages per thread, then the thread stops; 0 = no limit.",
+        rich_help_panel=GROUP_PANEL)] = 0,
+    size: Annotated[str, typer.Option(
+        "-ms", "--size", help="Message body size: 256, 4k, 1m.",
+        rich_help_panel=GROUP_PANEL)] = "256",
+    body_file: Annotated[str | None, typer.Option(
+        "-mf", "--body-file", help="Send this file's bytes as the body (overrides -ms).",
+        rich_help_panel=GROUP_PANEL)] = None,
+    prop: Annotated[list[str] | None, typer.Option(
+        "--property", help="Message property key=value (repeatable).",
+        rich_help_panel=GROUP_PANEL)] = None,
+    correlation_id: Annotated[str | None, typer.Option(
+        "-co", "--correlation-id", help="Correlation id prefix; each thread sends "
+        "<prefix><thread number>.", rich_help_panel=GROUP_PANEL)] = None,
+    persistent: Annotated[bool, typer.Option(
+        "-pp", "--persistent", help="Persistent messages.",
+        rich_help_panel=GROUP_PANEL)] = False,
+    transacted: Annotated[bool, typer.Option(
+        "-tx", "--transacted", help="Transacted sessions (commit every -cc messages).",
+        rich_help_panel=GROUP_PANEL)] = False,
+    commit_count: Annotated[int, typer.Option(
+        "-cc", "--commit-count", help="Messages per transaction with -tx.",
+        rich_help_panel=GROUP_PANEL)] = 1,
+    crc: Annotated[float, typer.Option(
+        "--crc", help="Fraction of received messages whose body CRC32 is checked (0 to 1).",
+        rich_help_panel=GROUP_PANEL)] = 0.0,
+    reply_timeout: Annotated[float, typer.Option(
+        "--reply-timeout", help="Seconds a Requestor waits for a reply.",
+        rich_help_panel=GROUP_PANEL)] = 5.0,
+    group: Annotated[list[str] | None, typer.Option(
+        "-g", "--group", help="Another worker group, as a quoted string of the group flags, "
+        "e.g. \"-m loopback.Receiver -d Q1 -nt 2\" (repeatable).",
+        rich_help_panel=RUN_PANEL)] = None,
+    duration: Annotated[float, typer.Option(
+        "-rl", "--run-length", help="Seconds to run; 0 = until -mg is reached or Ctrl-C.",
+        rich_help_panel=RUN_PANEL)] = 0.0,
+    warmup: Annotated[float, typer.Option(
+        "-sw", "--warmup", help="Seconds of warm-up: written, marked, left out of the "
+        "summary.", rich_help_panel=RUN_PANEL)] = 0.0,
+    interval: Annotated[float, typer.Option(
+        "-ss", "--interval", help="Seconds per statistics interval.",
+        rich_help_panel=RUN_PANEL)] = 5.0,
+    drain: Annotated[float, typer.Option(
+        "--drain", help="Seconds consumers may keep receiving after producers stop.",
+        rich_help_panel=RUN_PANEL)] = 5.0,
+    name: Annotated[str, typer.Option(
+        "-n", "--name", help="Run name, part of the run directory name.",
+        rich_help_panel=RUN_PANEL)] = "run",
+    output: Annotated[str, typer.Option(
+        "-o", "--output", help="Directory that receives the run directory.",
+        rich_help_panel=RUN_PANEL)] = "runs",
+    node: Annotated[str | None, typer.Option(
+        "--node", help="Node name in output files (default: host name).",
+        rich_help_panel=RUN_PANEL)] = None,
+    broker_pid: Annotated[int | None, typer.Option(
+        "--broker-pid", help="PID of a local broker: its CPU% and CPU ms/msg are reported.",
+        rich_help_panel=RUN_PANEL)] = None,
+    switch_interval: Annotated[float | None, typer.Option(
+        "--switch-interval", help="sys.setswitchinterval() seconds in worker processes "
+        "(default: the interpreter's).", rich_help_panel=RUN_PANEL)] = None,
+    reorder_window: Annotated[float, typer.Option(
+        "--reorder-window", help="Seconds a missing message may arrive late and count as "
+        "reordered before it counts as lost.", rich_help_panel=RUN_PANEL)] = 1.0,
+    inject: Annotated[list[str] | None, typer.Option(
+        "--inject", help="Loopback fault ACTION:DESTINATION:N, ACTION one of drop, "
+        "duplicate, reorder, N the n-th message sent there (repeatable; for tests).",
+        rich_help_panel=RUN_PANEL)] = None,
+) -> None:
+    """Run worker groups against a broker and measure every message."""
+    params = dict(locals())
+    groups = [_group_spec({**params, "prop": prop or []})] if module else []
+    if not module:
+        for flag, value in (("-d", destination), ("-gn", group_name)):
+            if value:
+                raise BadInput("-m", f"{flag} was given without a module")
+    groups += [_parse_group_option(text) for text in group or []]
+    spec = RunSpec(groups=groups, name=name, duration=duration, warmup=warmup,
+                   interval=interval, drain=drain, output=output, broker_pid=broker_pid,
+                   switch_interval=switch_interval, reorder_window=reorder_window,
+                   faults=[parse_fault(f) for f in inject or []])
+    if node:
+        spec.node = node
+    validate_run(spec)
+    from harness.console import interval_lines, print_summary
+    from harness.runner import Controller
+
+    metrics: dict[str, list[str]] = {}
+
+    def on_interval(view: Any) -> None:
+        for line in interval_lines(view, metrics):
+            console.print(line, markup=False)
+
+    def on_log(message: str) -> None:
+        err_console.print(f"harness: {message}", markup=False, style="yellow")
+
+    controller = Controller(spec, on_interval, on_log)
+    metrics.update({g.name: controller.metrics[i] for i, g in enumerate(spec.groups)})
+    console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
+    for g in spec.groups:
+        pace = f"{g.per_thread_rate:g}/s per thread" if g.per_thread_rate else "unthrottled"
+        console.print(f"  {g.name}: {g.module} -d {g.destination} x{g.threads} threads"
+                      f" x{g.processes} processes, {g.size} B, {pace}", markup=False)
+    console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
+    result = controller.execute()
+    print_summary(console, result.summary, str(result.run_dir))
+    raise typer.Exit(result.exit_code)
+
+
+@app.command("modules")
+def list_modules() -> None:
+    """List every module (transport x role)."""
+    from harness.roles import ROLES
+    from modules import TRANSPORTS, transport_class
+
+    for transport_name in TRANSPORTS:
+        transport = transport_class(transport_name)
+        for role_name, role in ROLES.items():
+            if all(cap & transport.capabilities for cap in role.needs):
+                console.print(f"{transport_name}.{role_name:<11} {role.summary}", markup=False)
+        features = ", ".join(c.name.lower().replace("_", " ") for c in type(
+            transport.capabilities) if c in transport.capabilities)
+        console.print(f"  ({transport_name}: {transport.description}; {features})",
+                      markup=False, style="dim")
+
+
+def main() -> None:
+    try:
+        result = app(standalone_mode=False)
+    except BadInput as exc:
+        err_console.print(f"harness: error: {exc}", markup=False)
+        sys.exit(2)
+    except StartFailure as exc:
+        err_console.print(f"harness: error: {exc}", markup=False)
+        sys.exit(1)
+    except click_errors.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(0)
+    except click_errors.UsageError as exc:
+        err_console.print(f"harness: error: {exc.format_message()}", markup=False)
+        sys.exit(2)
+    except (click_errors.Abort, KeyboardInterrupt):
+        sys.exit(130)
+    except (click_errors.Exit, typer.Exit) as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""What a run is: its worker groups and run-wide settings, validated before anything starts.
+
+Every check names the flag at fault, so the CLI can print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.roles import ROLES
+from modules import TRANSPORTS, transport_class
+from modules.base import Capability
+from modules.loopback import FAULT_ACTIONS
+
+_GROUP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@dataclass
+class GroupSpec:
+    """One worker group: a module (transport x role) run by `threads` threads in each of
+    `processes` processes."""
+
+    module: str
+    destination: str | None = None
+    name: str = ""
+    threads: int = 1
+    processes: int = 1
+    thread_interval_ms: int = 0
+    thread_rate: float = 0.0
+    rate: float = 0.0
+    poisson: bool = False
+    ramp: float = 0.0
+    messages: int = 0
+    size: int = 256
+    body_file: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    correlation_id: str | None = None
+    persistent: bool = False
+    transacted: bool = False
+    commit_count: int = 1
+    crc: float = 0.0
+    reply_timeout: float = 5.0
+
+    @property
+    def transport(self) -> str:
+        return self.module.partition(".")[0]
+
+    @property
+    def role(self) -> str:
+        return self.module.partition(".")[2]
+
+    @property
+    def per_thread_rate(self) -> float:
+        """Messages a second for each thread; 0 means as fast as possible."""
+        if self.rate:
+            return self.rate / (self.threads * self.processes)
+        return self.thread_rate
+
+    @property
+    def producer(self) -> bool:
+        return ROLES[self.role].produces
+
+
+@dataclass
+class RunSpec:
+    groups: list[GroupSpec]
+    name: str = "run"
+    duration: float = 0.0
+    warmup: float = 0.0
+    interval: float = 5.0
+    drain: float = 5.0
+    output: str = "runs"
+    node: str = field(default_factory=lambda: os.uname().nodename)
+    broker_pid: int | None = None
+    switch_interval: float | None = None
+    faults: list[tuple[str, str, int]] = field(default_factory=list)
+    reorder_window: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the run ends by itself (by time, or every producer by count)."""
+        producers = [g for g in self.groups if g.producer]
+        return bool(self.duration) or (bool(producers) and all(g.messages for g in producers))
+
+
+def parse_module(text: str) -> tuple[str, str]:
+    transport, dot, role = text.partition(".")
+    if not dot or transport not in TRANSPORTS or role not in ROLES:
+        known = ", ".join(f"{t}.<{'|'.join(ROLES)}>" for t in TRANSPORTS)
+        raise BadInput("-m", f"unknown module {text!r} (known: {known}; see `harness modules`)")
+    return transport, role
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise BadInput("--property", f"{text!r} is not key=value")
+    return key.strip(), value
+
+
+def parse_fault(text: str) -> tuple[str, str, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in FAULT_ACTIONS or not parts[2].isdigit() \
+            or int(parts[2]) < 1:
+        raise BadInput("--inject", f"{text!r} is not ACTION:DESTINATION:N with ACTION one of "
+                       f"{', '.join(FAULT_ACTIONS)} and N >= 1")
+    return parts[0], parts[1], int(parts[2])
+
+
+def _positive(flag: str, value: float, allow_zero: bool = True) -> None:
+    if value < 0 or (not allow_zero and value == 0):
+        raise BadInput(flag, f"must be {'>= 0' if allow_zero else '> 0'}, got {value:g}")
+
+
+def validate_group(group: GroupSpec, index: int) -> None:
+    transport_name, role_name = parse_module(group.module)
+    role = ROLES[role_name]
+    if not group.destination:
+        raise BadInput("-d", f"group {group.name or index} ({group.module}) needs a destination")
+    if group.threads < 1:
+        raise BadInput("-nt", f"must be >= 1, got {group.threads}")
+    if group.processes < 1:
+        raise BadInput("--processes", f"must be >= 1, got {group.processes}")
+    _positive("-wi", group.thread_interval_ms)
+    _positive("-rt", group.thread_rate)
+    _positive("--rate", group.rate)
+    _positive("-rp", group.ramp)
+    _positive("-mg", group.messages)
+    _positive("-ms", group.size)
+    _positive("--reply-timeout", group.reply_timeout, allow_zero=False)
+    if group.rate and group.thread_rate:
+        raise BadInput("--rate", "give either -rt (per thread) or --rate (in total), not both")
+    if not 0.0 <= group.crc <= 1.0:
+        raise BadInput("--crc", f"is a fraction of messages from 0 to 1, got {group.crc:g}")
+    if group.commit_count < 1:
+        raise BadInput("-cc", f"must be >= 1, got {group.commit_count}")
+    if (group.ramp or group.poisson) and not group.per_thread_rate:
+        flag = "-rp" if group.ramp else "--poisson"
+        raise BadInput(flag, "needs a rate (-rt or --rate)")
+    if group.body_file is not None:
+        path = Path(group.body_file)
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise BadInput("-mf", f"cannot read message body file {group.body_file!r}")
+    if not role.produces:
+        for flag, value in (("-rt", group.thread_rate), ("--rate", group.rate),
+                            ("-rp", group.ramp), ("--poisson", group.poisson)):
+            if value:
+                raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
+                               "applies to Sender, Publisher and Requestor")
+    capabilities = transport_class(transport_name).capabilities
+    needed = [(f"-m {group.module}", cap) for cap in role.needs]
+    if group.persistent:
+        needed.append(("-pp", Capability.PERSISTENT))
+    if group.transacted:
+        needed.append(("-tx", Capability.TRANSACTIONS))
+    for flag, cap in needed:
+        if not cap & capabilities:
+            raise BadInput(flag, f"transport {transport_name} does not support "
+                           f"{cap.name.lower().replace('_', ' ')}")
+
+
+def assign_group_names(groups: list[GroupSpec]) -> None:
+    seen: set[str] = set()
+    for group in groups:
+        if group.name:
+            if not _GROUP_NAME.match(group.name):
+                raise BadInput("--group-name", f"{group.name!r} must be a letter followed by "
+                               "letters, digits, - or _")
+            if group.name in seen:
+                raise BadInput("--group-name", f"two groups are named {group.name!r}")
+            seen.add(group.name)
+    for group in groups:
+        if not group.name:
+            base = group.role.lower() if group.role in ROLES else "group"
+            name, n = base, 2
+            while name in seen:
+                name, n = f"{base}{n}", n + 1
+            group.name = name
+            seen.add(name)
+
+
+def validate_run(run: RunSpec) -> None:
+    if not run.groups:
+        raise BadInput("-m", "a run needs at least one module")
+    for index, group in enumerate(run.groups):
+        validate_group(group, index)
+    assign_group_names(run.groups)
+    _positive("-rl", run.duration)
+    _positive("-sw", run.warmup)
+    _positive("-ss", run.interval, allow_zero=False)
+    _positive("--drain", run.drain)
+    _positive("--reorder-window", run.reorder_window)
+    if run.duration and run.warmup >= run.duration:
+        raise BadInput("-sw", f"warm-up ({run.warmup:g} s) must be shorter than the run "
+                       f"length -rl ({run.duration:g} s)")
+    if run.switch_interval is not None:
+        _positive("--switch-interval", run.switch_interval, allow_zero=False)
+    if run.broker_pid is not None:
+        import psutil
+        if not psutil.pid_exists(run.broker_pid):
+            raise BadInput("--broker-pid", f"no process with pid {run.broker_pid}")
+    loopback = {g.processes for g in run.groups if g.transport == "loopback"}
+    if len(loopback) > 1:
+        raise BadInput("--processes", "all loopback groups need the same --processes: the "
+                       "embedded broker lives inside one process, so each process runs its "
+                       "own copy of every loopback group")
+    if run.faults and not loopback:
+        raise BadInput("--inject", "faults can be injected only into the loopback broker")
+    if not _GROUP_NAME.match(run.name):
+        raise BadInput("--name", f"{run.name!r} must be a letter followed by letters, digits, "
+                       "- or _")

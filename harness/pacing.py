@@ -1,0 +1,67 @@
+"""Schedules of intended send times.
+
+A schedule yields the k-th intended send time as an absolute monotonic nanosecond value
+computed from the start, never by adding to the previous one, so a late send never shifts
+the later ones and the schedule does not drift. Workers sleep until the intended time
+(never spin: a spinning thread starves the others of the interpreter lock) and measure
+latency from it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+
+class Schedule:
+    """Intended send times for one worker at `rate` messages a second.
+
+    ramp: seconds over which the rate rises linearly from 0 to `rate`.
+    poisson: exponentially distributed gaps with the same mean (Poisson arrivals).
+    """
+
+    __slots__ = ("start", "rate", "ramp_ns", "poisson", "k", "_next", "_rng", "_ramp_msgs")
+
+    def __init__(self, start_ns: int, rate: float, ramp: float = 0.0, poisson: bool = False,
+                 seed: int | None = None) -> None:
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        self.start = start_ns
+        self.rate = rate
+        self.ramp_ns = int(ramp * 1e9)
+        self.poisson = poisson
+        self.k = 0
+        self._next = float(start_ns)
+        self._rng = random.Random(seed)
+        # Messages sent during the ramp: the area under the rate line.
+        self._ramp_msgs = rate * ramp / 2.0
+
+    def _offset_ns(self, k: float) -> float:
+        """Nanoseconds after start at which cumulative sends reach k."""
+        if self.ramp_ns and k < self._ramp_msgs:
+            # N(t) = rate * t^2 / (2 * ramp)  =>  t = sqrt(2 * ramp * k / rate)
+            return math.sqrt(2.0 * (self.ramp_ns / 1e9) * k / self.rate) * 1e9
+        return self.ramp_ns + (k - self._ramp_msgs) * 1e9 / self.rate
+
+    def next_ns(self) -> int:
+        """The intended time of the next message."""
+        k = self.k
+        self.k = k + 1
+        if not self.poisson:
+            return self.start + int(self._offset_ns(k))
+        # Poisson: the arrival count advances by exponential steps in "message" units, and
+        # the ramp maps counts to times, so ramp-up and Poisson compose.
+        if k == 0:
+            self._next = 0.0
+        else:
+            self._next += self._rng.expovariate(1.0)
+        return self.start + int(self._offset_ns(self._next))
+
+    def retarget(self, now_ns: int, rate: float) -> None:
+        """Continue at a new rate from now, without a burst to catch up."""
+        self.start = now_ns
+        self.rate = rate
+        self.ramp_ns = 0
+        self._ramp_msgs = 0.0
+        self.k = 0
+        self._next = 0.0

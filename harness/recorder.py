@@ -1,0 +1,42 @@
+"""Per-thread measurement buffers for the current interval.
+
+A worker appends plain integers (microseconds) to lists and bumps integer counters; at each
+interval boundary it hands the whole buffer to its cell (take) and starts a fresh one. Nothing
+on the message path locks, allocates a histogram or calls into hdrhistogram.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+METRICS = ("latency", "service", "delay")
+COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
+            "commits", "corrupt", "timeouts")
+
+
+class Sample(NamedTuple):
+    """What one thread measured in (part of) one interval."""
+
+    values: dict[str, list[int]]
+    counters: dict[str, int]
+
+
+class Recorder:
+    __slots__ = (*METRICS, *COUNTERS)
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.latency: list[int] = []
+        self.service: list[int] = []
+        self.delay: list[int] = []
+        self.sent = self.received = self.bytes = self.errors = 0
+        self.lost = self.duplicated = self.reordered = self.commits = 0
+        self.corrupt = self.timeouts = 0
+
+    def take(self) -> Sample:
+        sample = Sample({m: getattr(self, m) for m in METRICS},
+                        {c: getattr(self, c) for c in COUNTERS})
+        self._reset()
+        return sample

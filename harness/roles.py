@@ -1,0 +1,245 @@
+"""The six roles, written once for every transport.
+
+Producers (Sender, Publisher, Requestor) follow a schedule of intended send times when a rate
+is set and measure from the intended time; consumers (Receiver, Subscriber, Responder) measure
+from the timestamps the message carries. Metrics per role, all in microseconds:
+
+- latency: completion measured from the intended send time (coordinated-omission safe);
+  for consumers, receipt minus the producer's intended time; for Requestor, the round trip.
+- service: the same measured from the actual send.
+- delay: actual send minus intended send (paced producers only).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from harness.clock import EPOCH_OFFSET_NS, now_ns
+from harness.worker import ERROR_PAUSE_S, POLL_S, Worker
+from modules.base import Capability, Message, TransportError
+
+
+class _Producer(Worker):
+    @classmethod
+    def produces(cls) -> bool:
+        return True
+
+    def work(self) -> None:
+        group = self.group
+        control, rec, schedule = self.control, self.rec, self.schedule
+        send, destination = self.transport.send, self.destination
+        body, size, crc = self.body, len(self.body), self.body_crc
+        producer, properties, persistent = self.producer_id, group.properties or None, \
+            group.persistent
+        correlation = f"{group.correlation_id}{self.setup.thread_index}" \
+            if group.correlation_id else None
+        limit = group.messages or -1
+        transacted, commit_count = group.transacted, group.commit_count
+        offset = EPOCH_OFFSET_NS
+        seq = 0
+        while control.producing and seq != limit:
+            due = self.pace()
+            if due is None:
+                break
+            intended, now = due
+            message = Message(body, producer, seq, intended + offset, now + offset, crc,
+                              properties, correlation, None, persistent)
+            try:
+                send(destination, message)
+            except TransportError:
+                rec.errors += 1
+                self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                continue
+            done = now_ns()
+            rec.service.append((done - now) // 1000)
+            if schedule is not None:
+                rec.delay.append((now - intended) // 1000)
+            rec.sent += 1
+            rec.bytes += size
+            seq += 1
+            if transacted and seq % commit_count == 0:
+                self.commit()
+        if transacted and seq % commit_count:
+            self.commit()
+
+
+class Sender(_Producer):
+    """Sends to a queue."""
+
+
+class Publisher(_Producer):
+    """Publishes to a topic."""
+
+    @classmethod
+    def destination_kind(cls) -> str:
+        return "topic"
+
+
+class _Consumer(Worker):
+    def prepare(self) -> None:
+        super().prepare()
+        self.transport.subscribe(self.destination)
+
+    def work(self) -> None:
+        group = self.group
+        control, rec = self.control, self.rec
+        receive = self.transport.receive
+        tracker = self.tracker
+        crc_every = self.crc_every
+        limit = group.messages or -1
+        transacted, commit_count = group.transacted, group.commit_count
+        offset = EPOCH_OFFSET_NS
+        count = 0
+        last = now_ns()
+        while control.consuming and count != limit:
+            message = receive(POLL_S)
+            now = now_ns()
+            if now >= self.next_boundary:
+                self.flush(now)
+            if message is None:
+                if control.draining and now - last >= control.drain_idle_ns:
+                    break
+                continue
+            last = now
+            arrived = now + offset
+            rec.latency.append((arrived - message.ts) // 1000)
+            rec.service.append((arrived - message.sent) // 1000)
+            rec.received += 1
+            rec.bytes += len(message.body)
+            if tracker is not None:
+                tracker.check(message.producer, message.seq, now)
+            if crc_every and message.seq % crc_every == 0 and message.crc is not None \
+                    and zlib.crc32(message.body) != message.crc:
+                rec.corrupt += 1
+            self.handle(message)
+            count += 1
+            if transacted and count % commit_count == 0:
+                self.commit()
+        if transacted and count % commit_count:
+            self.commit()
+
+    def handle(self, message: Message) -> None:
+        """What the role does with a message after it is measured."""
+
+
+class Receiver(_Consumer):
+    """Receives from a queue."""
+
+
+class Subscriber(_Consumer):
+    """Subscribes to a topic."""
+
+    @classmethod
+    def destination_kind(cls) -> str:
+        return "topic"
+
+
+class Responder(_Consumer):
+    """Receives requests from a queue and replies to each request's reply-to destination."""
+
+    def handle(self, message: Message) -> None:
+        rec = self.rec
+        if message.reply_to is None:
+            rec.errors += 1
+            return
+        reply = Message(message.body, message.producer, message.seq, message.ts, message.sent,
+                        message.crc, None, message.correlation_id, None, self.group.persistent)
+        try:
+            self.transport.send(message.reply_to, reply)
+        except TransportError:
+            rec.errors += 1
+            return
+        rec.sent += 1
+
+
+class Requestor(Worker):
+    """Sends a request with reply-to and correlation id, and waits for its reply in the same
+    thread: latency is the round trip."""
+
+    @classmethod
+    def produces(cls) -> bool:
+        return True
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.reply_to = self.transport.temporary_queue()
+        self.transport.subscribe(self.reply_to)
+
+    def work(self) -> None:
+        group = self.group
+        control, rec, schedule = self.control, self.rec, self.schedule
+        transport = self.transport
+        send, receive, destination = transport.send, transport.receive, self.destination
+        body, size, crc = self.body, len(self.body), self.body_crc
+        producer, properties, persistent = self.producer_id, group.properties or None, \
+            group.persistent
+        reply_to = self.reply_to
+        timeout_ns = int(group.reply_timeout * 1e9)
+        limit = group.messages or -1
+        offset = EPOCH_OFFSET_NS
+        seq = 0
+        while control.producing and seq != limit:
+            due = self.pace()
+            if due is None:
+                break
+            intended, now = due
+            message = Message(body, producer, seq, intended + offset, now + offset, crc,
+                              properties, f"{producer}:{seq}", reply_to, persistent)
+            try:
+                send(destination, message)
+                if group.transacted:
+                    # The request must be visible before its reply can come back.
+                    self.commit()
+            except TransportError:
+                rec.errors += 1
+                self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                continue
+            rec.sent += 1
+            rec.bytes += size
+            deadline = now + timeout_ns
+            while True:
+                reply = receive(POLL_S)
+                done = now_ns()
+                if done >= self.next_boundary:
+                    self.flush(done)
+                if reply is not None:
+                    if reply.seq == seq and reply.producer == producer:
+                        rec.latency.append((done - intended) // 1000)
+                        rec.service.append((done - now) // 1000)
+                        if schedule is not None:
+                            rec.delay.append((now - intended) // 1000)
+                        rec.received += 1
+                        break
+                    continue  # a late reply to a request that already timed out
+                if done >= deadline or not control.consuming:
+                    rec.timeouts += 1
+                    rec.errors += 1
+                    break
+            seq += 1
+
+
+@dataclass(frozen=True)
+class RoleInfo:
+    worker: type[Worker]
+    summary: str
+    produces: bool
+    consumes: bool
+    needs: tuple[Capability, ...]
+
+
+ROLES: dict[str, RoleInfo] = {
+    "Sender": RoleInfo(Sender, "sends to a queue, paced or as fast as possible", True, False,
+                       (Capability.QUEUES,)),
+    "Receiver": RoleInfo(Receiver, "receives from a queue; checks sequence, loss, CRC", False,
+                         True, (Capability.QUEUES,)),
+    "Publisher": RoleInfo(Publisher, "publishes to a topic, paced or as fast as possible", True,
+                          False, (Capability.TOPICS,)),
+    "Subscriber": RoleInfo(Subscriber, "subscribes to a topic; checks sequence, loss, CRC",
+                           False, True, (Capability.TOPICS,)),
+    "Requestor": RoleInfo(Requestor, "sends requests and times each reply (round trip)", True,
+                          True, (Capability.QUEUES, Capability.REQUEST_REPLY,
+                                 Capability.TEMP_QUEUES)),
+    "Responder": RoleInfo(Responder, "answers requests from a queue to their reply-to", False,
+                          True, (Capability.QUEUES, Capability.REQUEST_REPLY)),
+}

@@ -1,0 +1,306 @@
+"""The controller: lays a run out into cells (processes), starts them on a common clock,
+merges their interval reports, writes the run directory, and stops everything gracefully.
+
+Stop sequence: producers stop (run length reached, every producer done with -mg, or the first
+Ctrl-C / SIGTERM); consumers drain until idle or until --drain seconds pass; the last partial
+interval is written and the summary printed. A second Ctrl-C stops at once: what was written
+stays complete and parseable.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness.cell import CellPlan, metrics_for
+from harness.clock import epoch_ns
+from harness.config import RunSpec
+from harness.errors import StartFailure
+from harness.histogram import decode
+from harness.output import (
+    SCHEMA_VERSION,
+    RunWriter,
+    host_facts,
+    make_run_dir,
+    scrub,
+    write_json_atomic,
+)
+from harness.processes import ChildCell, LocalCell
+from harness.roles import ROLES
+from harness.stats import IntervalView, RunStats
+
+START_MARGIN_S = 0.3
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    summary: dict[str, Any]
+    exit_code: int
+    stopped_by: str
+
+
+def plan_cells(run: RunSpec, run_id: str) -> list[CellPlan]:
+    """Which groups run in which process.
+
+    Loopback groups share the embedded broker, so they run together, P copies for
+    --processes P. Every other group runs in processes of its own, so that unthrottled
+    producers never steal the interpreter lock from the threads timestamping receipts.
+    """
+    plans: list[CellPlan] = []
+    loopback = [i for i, g in enumerate(run.groups) if g.transport == "loopback"]
+    if loopback:
+        for _ in range(run.groups[loopback[0]].processes):
+            plans.append(CellPlan(run, run_id, len(plans), loopback))
+    for i, group in enumerate(run.groups):
+        if group.transport != "loopback":
+            for _ in range(group.processes):
+                plans.append(CellPlan(run, run_id, len(plans), [i]))
+    for plan in plans:
+        plan.exclusive = _exclusive_consumers(run, plan)
+    return plans
+
+
+def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
+    """Which consumer groups see whole producer streams, so that sequence checks apply."""
+    queue_consumers: dict[tuple[str, str], int] = {}
+    for i, group in enumerate(run.groups):
+        role = ROLES[group.role]
+        if role.consumes and not role.produces and role.worker.destination_kind() == "queue":
+            # The embedded broker is per process: count only this cell's consumers there.
+            if group.transport == "loopback" and i not in plan.group_indexes:
+                continue
+            copies = 1 if group.transport == "loopback" else group.processes
+            key = (group.transport, group.destination or "")
+            queue_consumers[key] = queue_consumers.get(key, 0) + group.threads * copies
+    exclusive = {}
+    for i in plan.group_indexes:
+        group = run.groups[i]
+        role = ROLES[group.role]
+        if not role.consumes or role.produces:
+            continue
+        if role.worker.destination_kind() == "topic":
+            exclusive[i] = True
+        else:
+            exclusive[i] = queue_consumers.get((group.transport, group.destination or "")) == 1
+    return exclusive
+
+
+class _Signals:
+    """First Ctrl-C or SIGTERM asks for a graceful stop, the second for an immediate one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+class Controller:
+    def __init__(self, run: RunSpec, on_interval: Callable[[IntervalView], None],
+                 on_log: Callable[[str], None]) -> None:
+        self.run = run
+        self.on_interval = on_interval
+        self.on_log = on_log
+        self.run_id = uuid.uuid4().hex[:12]
+        self.started = time.time()
+        self.run_dir = make_run_dir(run.output, run.name, self.started)
+        self.plans = plan_cells(run, self.run_id)
+        self.reports: queue.Queue[dict[str, Any]] = queue.Queue()
+        cell_type = LocalCell if len(self.plans) == 1 else ChildCell
+        self.cells = [cell_type(plan, self.reports) for plan in self.plans]
+        self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+        self.stats = RunStats(run, self.metrics)
+        self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
+        self.manifest: dict[str, Any] = {
+            "schema": SCHEMA_VERSION, "run_id": self.run_id, "name": run.name,
+            "node": run.node, "host": host_facts(), "options": scrub(run.to_dict()),
+            "layout": [{"process": p.process_index,
+                        "groups": [run.groups[g].name for g in p.group_indexes]}
+                       for p in self.plans],
+            "created": self.started, "status": "starting",
+        }
+        write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+
+    # -- helpers
+    def _broadcast(self, command: str) -> None:
+        for cell in self.cells:
+            getattr(cell, command)()
+
+    def _broker_cpu(self) -> float | None:
+        if self.broker is None:
+            return None
+        try:
+            return self.broker.cpu_percent(None)
+        except psutil.Error:
+            return None
+
+    def _phase(self, start: float, stop_at: float | None) -> str:
+        if start < self.start_s + self.run.warmup - 1e-9:
+            return "warmup"
+        if stop_at is not None and start >= stop_at - 1e-9:
+            return "drain"
+        return "measure"
+
+    def _write(self, writer: RunWriter, report: dict[str, Any], phase: str,
+               start: float) -> None:
+        base = {"v": SCHEMA_VERSION, "run": self.run_id, "node": self.run.node,
+                "process": report["process"], "interval": report["index"], "start": start,
+                "length": report["length_s"], "phase": phase}
+        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report["pid"],
+                                          "cpu": report["cpu"]}]
+        hlog = []
+        for g, part in report["groups"].items():
+            name = self.run.groups[g].name
+            records.append({"type": "counters", **base, "group": name, **part["counters"],
+                            "threads": part["threads"], "threads_up": part["threads_up"],
+                            "clamped": part["clamped"]})
+            for metric, encoded in part["histograms"].items():
+                histogram = decode(encoded)
+                count = histogram.get_total_count()
+                records.append({"type": "histogram", **base, "group": name,
+                                "tag": f"{name}.{metric}", "count": count,
+                                "max": histogram.get_max_value() if count else 0,
+                                "hist": encoded})
+                hlog.append((f"{name}.{metric}", start, report["length_s"],
+                             histogram.get_max_value() if count else 0, encoded))
+        writer.write_interval(records, hlog)
+
+    # -- the run
+    def execute(self) -> RunResult:
+        run = self.run
+        try:
+            for cell in self.cells:
+                cell.launch()
+            for cell in self.cells:
+                cell.prepare()
+        except StartFailure:
+            for cell in self.cells:
+                cell.kill()
+            self.manifest["status"] = "failed to start"
+            write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+            raise
+        start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
+        self.start_s = start_ns / 1e9
+        writer = RunWriter(self.run_dir, self.run_id, run.node, self.start_s)
+        self.manifest.update(status="running", start=self.start_s,
+                             warmup_end=self.start_s + run.warmup,
+                             clock={"source": "monotonic_ns + epoch offset taken at start",
+                                    "reference_node": run.node, "offset_estimate_s": 0.0})
+        write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+        self._broker_cpu()
+        for cell in self.cells:
+            cell.start(start_ns)
+
+        interval = run.interval
+        has_producers = any(ROLES[g.role].produces for g in run.groups)
+        pending: dict[int, dict[int, dict[str, Any]]] = {}
+        finals: dict[int, int] = {}  # process -> index of its final interval
+        live = {p.process_index for p in self.plans}
+        producing: dict[int, int] = {}
+        next_index = 0
+        stop_at: float | None = None
+        stopped_by = "running"
+        drain_sent = stop_sent = False
+        exit_code = 0
+        done: set[int] = set()
+        with _Signals() as signals:
+            while len(done) < len(self.cells):
+                now = time.time()
+                if signals.count >= 2:
+                    stopped_by = "second interrupt"
+                    exit_code = 130
+                    for cell in self.cells:
+                        cell.stop()
+                        cell.kill()
+                    break
+                if stop_at is None:
+                    if signals.count == 1:
+                        stop_at, stopped_by = now, "interrupt"
+                    elif run.duration and now >= self.start_s + run.duration:
+                        stop_at, stopped_by = self.start_s + run.duration, "run length"
+                    elif has_producers and producing and len(producing) == len(live) and \
+                            sum(producing.values()) == 0:
+                        stop_at, stopped_by = now, "message count"
+                    if stop_at is not None:
+                        self.manifest["producers_stopped"] = stop_at
+                        self._broadcast("drain")
+                        drain_sent = True
+                if drain_sent and not stop_sent and now >= (stop_at or now) + run.drain:
+                    self._broadcast("stop")
+                    stop_sent = True
+                try:
+                    report = self.reports.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                kind = report["type"]
+                process = report.get("process", -1)
+                if kind == "log":
+                    self.on_log(f"process {process}: {report['message']}")
+                elif kind == "done":
+                    done.add(process)
+                    if "lost" in report:
+                        self.on_log(report["lost"])
+                        exit_code = exit_code or 1
+                    live.discard(process)
+                    finals.setdefault(process, -1)
+                elif kind == "interval":
+                    index = report["index"]
+                    start = self.start_s + index * interval
+                    phase = self._phase(start, stop_at)
+                    self._write(writer, report, phase, start)
+                    pending.setdefault(index, {})[process] = report
+                    producing[process] = sum(g["producing"] for g in report["groups"].values())
+                    if report["final"]:
+                        finals[process] = index
+                    next_index = self._emit_complete(pending, finals, next_index, stop_at)
+        next_index = self._emit_complete(pending, finals, next_index, stop_at, flush=True)
+        for cell in self.cells:
+            cell.join(2.0)
+        writer.close()
+        end = time.time()
+        summary = self.stats.summary()
+        summary.update(run_id=self.run_id, node=run.node, stopped_by=stopped_by,
+                       start=self.start_s, end=end)
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        self.manifest.update(status="complete" if exit_code == 0 else "incomplete",
+                             stopped_by=stopped_by, end=end, intervals=self.stats.intervals)
+        write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+        return RunResult(self.run_dir, summary, exit_code, stopped_by)
+
+    def _emit_complete(self, pending: dict[int, dict[int, dict[str, Any]]],
+                       finals: dict[int, int], next_index: int, stop_at: float | None,
+                       flush: bool = False) -> int:
+        """Merge and show every interval that all processes have reported, in order."""
+        processes = {p.process_index for p in self.plans}
+        while next_index in pending:
+            reports = pending[next_index]
+            expected = {p for p in processes if finals.get(p, 1 << 62) >= next_index}
+            if not flush and not expected <= reports.keys():
+                break
+            start = self.start_s + next_index * self.run.interval
+            view = self.stats.merge(next_index, start - self.start_s,
+                                    self._phase(start, stop_at), list(reports.values()),
+                                    self._broker_cpu())
+            del pending[next_index]
+            self.on_interval(view)
+            next_index += 1
+        return next_index

@@ -1,0 +1,190 @@
+"""The worker thread every role builds on: start staggering, interval hand-off, pacing sleeps,
+and the flags a cell uses to stop its workers."""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harness.clock import now_ns
+from harness.pacing import Schedule
+from harness.recorder import Recorder, Sample
+from harness.verify import SequenceTracker
+from modules.base import Destination, Transport
+
+if TYPE_CHECKING:
+    from harness.config import GroupSpec
+
+# How long a blocked receive waits before the worker checks its flags and the interval clock.
+POLL_S = 0.05
+# Longest single sleep while pacing, so that stop requests are seen promptly.
+MAX_SLEEP_S = 0.05
+# Back-off after a transport error, so a dead connection does not turn into a busy loop.
+ERROR_PAUSE_S = 0.01
+
+
+class Control:
+    """Flags one cell's workers read on every message: plain attributes, cheaper than Events."""
+
+    def __init__(self, start_ns: int, interval_ns: int, drain_idle_ns: int) -> None:
+        self.start_ns = start_ns
+        self.interval_ns = interval_ns
+        self.drain_idle_ns = drain_idle_ns
+        self.producing = True
+        # Producers stop by themselves at the run length, not when the controller notices.
+        self.produce_until_ns = 1 << 62
+        self.consuming = True
+        self.draining = False
+
+
+Handoff = tuple[tuple[int, int], int, Sample]  # (group index, thread key), interval, sample
+
+
+@dataclass
+class WorkerSetup:
+    group: GroupSpec
+    group_index: int
+    process_index: int
+    thread_index: int
+    node: str
+    control: Control
+    outbox: deque[Handoff]
+    transport: Transport
+    body: bytes
+    exclusive: bool
+    reorder_window_ns: int
+
+
+class Worker(threading.Thread):
+    """One thread of a group. Subclasses implement prepare() (connect, subscribe) and work()."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        group = setup.group
+        super().__init__(name=f"{group.name}-{setup.process_index}-{setup.thread_index}",
+                         daemon=True)
+        self.setup = setup
+        self.group = group
+        self.control = setup.control
+        self.transport = setup.transport
+        self.key = (setup.group_index, setup.thread_index)
+        self.producer_id = f"{setup.node}:{group.name}:{setup.process_index}:{setup.thread_index}"
+        self.destination = Destination(self.destination_kind(), group.destination or "")
+        self.body = setup.body
+        self.body_crc = zlib.crc32(setup.body)
+        self.crc_every = round(1 / group.crc) if group.crc else 0
+        self.rec = Recorder()
+        self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
+                        if setup.exclusive else None)
+        self.interval_index = 0
+        self.next_boundary = self.control.start_ns + self.control.interval_ns
+        self.done_through = -1
+        self.up = False
+        self.finished = False
+        self.failure: str | None = None
+        rate = group.per_thread_rate
+        self.schedule: Schedule | None = None
+        if rate and self.produces():
+            self.schedule = Schedule(self.start_time(), rate, group.ramp, group.poisson,
+                                     seed=hash(self.producer_id))
+
+    # -- what subclasses say about themselves
+    @classmethod
+    def destination_kind(cls) -> str:
+        return "queue"
+
+    @classmethod
+    def produces(cls) -> bool:
+        return False
+
+    def prepare(self) -> None:
+        self.transport.connect()
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+    # -- the frame around work()
+    def start_time(self) -> int:
+        return self.control.start_ns + self.setup.thread_index * self.group.thread_interval_ms \
+            * 1_000_000
+
+    def run(self) -> None:
+        try:
+            if self.sleep_until(self.start_time(), while_flag="producing" if self.produces()
+                                else "consuming"):
+                self.up = True
+                if self.group.transacted:
+                    self.transport.begin()
+                self.work()
+        except Exception as exc:  # a bug or an unexpected client failure: report, never hang
+            self.failure = f"{type(exc).__name__}: {exc}"
+            self.rec.errors += 1
+        finally:
+            self.up = False
+            try:
+                self.transport.close()
+            except Exception as exc:
+                self.failure = self.failure or f"close: {exc}"
+            if self.tracker is not None:
+                self.tracker.finish()
+            self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
+            self.done_through = 1 << 62
+            self.finished = True
+
+    def flush(self, now: int) -> None:
+        """Hand this interval's buffer to the cell and move to the interval that holds now."""
+        if self.tracker is not None:
+            self.tracker.expire(now)
+        self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
+        control = self.control
+        index = max((now - control.start_ns) // control.interval_ns, self.interval_index + 1)
+        self.interval_index = index
+        self.next_boundary = control.start_ns + (index + 1) * control.interval_ns
+        self.done_through = index - 1
+
+    def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
+        """Sleep until due (monotonic ns), handing off intervals on the way; False if told
+        to stop first."""
+        control = self.control
+        while getattr(control, while_flag):
+            now = now_ns()
+            if now >= self.next_boundary:
+                self.flush(now)
+            if now >= due:
+                return True
+            time.sleep(min(due - now, self.next_boundary - now, MAX_SLEEP_S * 1e9) / 1e9)
+        return False
+
+    def pace(self) -> tuple[int, int] | None:
+        """Wait for the next send: (intended, actual) monotonic ns, or None to stop.
+
+        Unthrottled, the intended time is the actual one."""
+        control = self.control
+        if not control.producing:
+            return None
+        schedule = self.schedule
+        if schedule is None:
+            now = now_ns()
+            if now >= control.produce_until_ns:
+                return None
+            intended = now
+        else:
+            intended = schedule.next_ns()
+            if intended >= control.produce_until_ns:
+                return None
+            now = now_ns()
+            if intended > now:
+                if not self.sleep_until(intended):
+                    return None
+                now = now_ns()
+        if now >= self.next_boundary:
+            self.flush(now)
+        return intended, now
+
+    def commit(self) -> None:
+        self.transport.commit()
+        self.rec.commits += 1
+        self.transport.begin()

@@ -1,0 +1,107 @@
+"""The transport interface every module implements, small enough to read in one screen.
+
+A transport moves harness messages to and from one broker connection. Roles (harness.roles)
+are written once against this interface; a transport declares the broker features it has as
+capabilities, so that asking for a missing feature fails before the run instead of being
+silently ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, NamedTuple
+
+
+class Capability(enum.Flag):
+    QUEUES = enum.auto()
+    TOPICS = enum.auto()
+    PERSISTENT = enum.auto()
+    TRANSACTIONS = enum.auto()
+    SELECTORS = enum.auto()
+    DURABLE = enum.auto()
+    QOS = enum.auto()
+    REQUEST_REPLY = enum.auto()
+    TEMP_QUEUES = enum.auto()
+
+
+class Destination(NamedTuple):
+    # A plain tuple so that it hashes in C on the per-message path.
+    kind: str  # "queue" or "topic"
+    name: str
+
+
+class Message:
+    """One message as the harness sees it; each transport maps these fields onto its wire format.
+
+    ts is the intended send time and sent the actual send time, both in epoch nanoseconds
+    (harness.clock), so that a receiver in another process or on another machine can compute
+    latency from the intended time (coordinated-omission safe) and service time from the send.
+    """
+
+    __slots__ = ("body", "producer", "seq", "ts", "sent", "crc", "properties", "correlation_id",
+                 "reply_to", "persistent")
+
+    def __init__(self, body: bytes, producer: str, seq: int, ts: int, sent: int,
+                 crc: int | None = None, properties: Mapping[str, str] | None = None,
+                 correlation_id: str | None = None, reply_to: Destination | None = None,
+                 persistent: bool = False) -> None:
+        self.body = body
+        self.producer = producer
+        self.seq = seq
+        self.ts = ts
+        self.sent = sent
+        self.crc = crc
+        self.properties = properties
+        self.correlation_id = correlation_id
+        self.reply_to = reply_to
+        self.persistent = persistent
+
+
+class TransportError(Exception):
+    """A failure talking to the broker; workers count it as an error and carry on."""
+
+
+class Transport(ABC):
+    """One connection (and session) to a broker, owned by one worker thread."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    capabilities: ClassVar[Capability]
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self.settings = settings
+
+    @abstractmethod
+    def connect(self) -> None: ...
+
+    @abstractmethod
+    def send(self, destination: Destination, message: Message) -> None: ...
+
+    @abstractmethod
+    def subscribe(self, destination: Destination, *, selector: str | None = None,
+                  durable_name: str | None = None, qos: int | None = None) -> None:
+        """Start consuming from destination; one subscription per transport instance."""
+
+    @abstractmethod
+    def receive(self, timeout: float) -> Message | None:
+        """The next message of the subscription, or None after timeout seconds."""
+
+    def ack(self, message: Message) -> None:
+        """Acknowledge a message; transports that only auto-acknowledge keep this no-op."""
+
+    def temporary_queue(self) -> Destination:
+        raise TransportError(f"{self.name} has no temporary queues")
+
+    def begin(self) -> None:
+        raise TransportError(f"{self.name} has no transactions")
+
+    def commit(self) -> None:
+        raise TransportError(f"{self.name} has no transactions")
+
+    def abort(self) -> None:
+        raise TransportError(f"{self.name} has no transactions")
+
+    @abstractmethod
+    def close(self) -> None: ...

@@ -1,0 +1,242 @@
+"""The embedded in-process broker: queues with competing consumers, topics with fan-out,
+request/reply over temporary queues, and transactions.
+
+It lives inside one process (one broker per process) so that the main job runs without a
+server and so that the harness can measure its own floor. The hand-off is a deque append
+and popleft, which CPython makes atomic; consumers block on a condition only when their
+queue is empty. For tests it injects faults (drop, duplicate, reorder) on the n-th message
+sent to a destination.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from modules.base import Capability, Destination, Message, Transport, TransportError
+
+FAULT_ACTIONS = ("drop", "duplicate", "reorder")
+
+
+class _Queue:
+    __slots__ = ("items", "cond", "waiters")
+
+    def __init__(self) -> None:
+        self.items: deque[Message] = deque()
+        self.cond = threading.Condition(threading.Lock())
+        self.waiters = 0
+
+    def put(self, message: Message) -> None:
+        self.items.append(message)
+        # A consumer registers as a waiter before re-checking the deque under the lock, so
+        # either it sees this message or we see it waiting: no lost wake-up.
+        if self.waiters:
+            with self.cond:
+                self.cond.notify()
+
+    def put_front(self, messages: list[Message]) -> None:
+        self.items.extendleft(reversed(messages))
+        if self.waiters:
+            with self.cond:
+                self.cond.notify_all()
+
+    def get(self, timeout: float) -> Message | None:
+        items = self.items
+        try:
+            return items.popleft()
+        except IndexError:
+            pass
+        with self.cond:
+            self.waiters += 1
+            try:
+                if not items:
+                    self.cond.wait(timeout)
+            finally:
+                self.waiters -= 1
+        try:
+            return items.popleft()
+        except IndexError:
+            return None
+
+
+class _Topic:
+    __slots__ = ("subscribers",)
+
+    def __init__(self) -> None:
+        self.subscribers: tuple[_Queue, ...] = ()
+
+    def put(self, message: Message) -> None:
+        for queue in self.subscribers:
+            queue.put(message)
+
+
+class _Faulty:
+    """Wraps a destination's route and applies the planned fault to the n-th message (1-based)."""
+
+    def __init__(self, route: _Queue | _Topic, plan: dict[int, str]) -> None:
+        self.route = route
+        self.plan = plan
+        self.count = 0
+        self.held: Message | None = None
+        self.lock = threading.Lock()
+
+    def put(self, message: Message) -> None:
+        with self.lock:
+            self.count += 1
+            action = self.plan.get(self.count)
+            if action == "drop":
+                return
+            if action == "reorder":
+                self.held = message
+                return
+            self.route.put(message)
+            if action == "duplicate":
+                self.route.put(message)
+            if self.held is not None and action != "reorder":
+                held, self.held = self.held, None
+                self.route.put(held)
+
+
+class Broker:
+    """The per-process broker; every LoopbackTransport in a process shares it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.queues: dict[str, _Queue] = {}
+        self.topics: dict[str, _Topic] = {}
+        self.routes: dict[Destination, Any] = {}
+        self.faults: dict[str, dict[int, str]] = {}
+        self.temp_ids = itertools.count(1)
+
+    def inject(self, action: str, destination: str, nth: int) -> None:
+        if action not in FAULT_ACTIONS:
+            raise ValueError(f"unknown fault {action!r}; use one of {', '.join(FAULT_ACTIONS)}")
+        with self.lock:
+            self.faults.setdefault(destination, {})[nth] = action
+            for key in [k for k in self.routes if k.name == destination]:
+                del self.routes[key]
+
+    def queue(self, name: str) -> _Queue:
+        with self.lock:
+            return self._queue(name)
+
+    def _queue(self, name: str) -> _Queue:
+        queue = self.queues.get(name)
+        if queue is None:
+            queue = self.queues[name] = _Queue()
+        return queue
+
+    def route(self, destination: Destination) -> Any:
+        route = self.routes.get(destination)
+        if route is not None:
+            return route
+        with self.lock:
+            if destination.kind == "topic":
+                route = self.topics.setdefault(destination.name, _Topic())
+            else:
+                route = self._queue(destination.name)
+            plan = self.faults.get(destination.name)
+            if plan:
+                route = _Faulty(route, plan)
+            self.routes[destination] = route
+            return route
+
+    def subscribe_topic(self, name: str) -> _Queue:
+        queue = _Queue()
+        with self.lock:
+            topic = self.topics.setdefault(name, _Topic())
+            topic.subscribers = (*topic.subscribers, queue)
+        return queue
+
+    def unsubscribe_topic(self, name: str, queue: _Queue) -> None:
+        with self.lock:
+            topic = self.topics.get(name)
+            if topic is not None:
+                topic.subscribers = tuple(q for q in topic.subscribers if q is not queue)
+
+    def depth(self, name: str) -> int:
+        queue = self.queues.get(name)
+        return len(queue.items) if queue is not None else 0
+
+
+_broker = Broker()
+_broker_lock = threading.Lock()
+
+
+def broker() -> Broker:
+    return _broker
+
+
+def reset_broker() -> Broker:
+    """A fresh broker for the next run in this process (runs must not see each other's messages)."""
+    global _broker
+    with _broker_lock:
+        _broker = Broker()
+    return _broker
+
+
+class LoopbackTransport(Transport):
+    name = "loopback"
+    description = "embedded in-process broker (no server; one broker per process)"
+    capabilities = (Capability.QUEUES | Capability.TOPICS | Capability.TRANSACTIONS
+                    | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES)
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        super().__init__(settings)
+        self._broker = _broker
+        self._inbox: _Queue | None = None
+        self._topic: str | None = None
+        self._tx_sends: list[tuple[Destination, Message]] | None = None
+        self._tx_received: list[Message] = []
+
+    def connect(self) -> None:
+        self._broker = _broker
+
+    def send(self, destination: Destination, message: Message) -> None:
+        if self._tx_sends is not None:
+            self._tx_sends.append((destination, message))
+            return
+        self._broker.route(destination).put(message)
+
+    def subscribe(self, destination: Destination, *, selector: str | None = None,
+                  durable_name: str | None = None, qos: int | None = None) -> None:
+        if self._inbox is not None:
+            raise TransportError("loopback transport already has a subscription")
+        if destination.kind == "topic":
+            self._inbox = self._broker.subscribe_topic(destination.name)
+            self._topic = destination.name
+        else:
+            self._inbox = self._broker.queue(destination.name)
+
+    def receive(self, timeout: float) -> Message | None:
+        message = self._inbox.get(timeout)  # type: ignore[union-attr]
+        if message is not None and self._tx_sends is not None:
+            self._tx_received.append(message)
+        return message
+
+    def temporary_queue(self) -> Destination:
+        return Destination("queue", f"temp.{next(self._broker.temp_ids)}")
+
+    def begin(self) -> None:
+        self._tx_sends = []
+        self._tx_received = []
+
+    def commit(self) -> None:
+        sends, self._tx_sends = self._tx_sends, None
+        self._tx_received = []
+        for destination, message in sends or ():
+            self._broker.route(destination).put(message)
+
+    def abort(self) -> None:
+        self._tx_sends = None
+        received, self._tx_received = self._tx_received, []
+        if received and self._inbox is not None:
+            self._inbox.put_front(received)
+
+    def close(self) -> None:
+        if self._topic is not None and self._inbox is not None:
+            self._broker.unsubscribe_topic(self._topic, self._inbox)
+        self._inbox = None
