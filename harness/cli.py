@@ -174,7 +174,7 @@ def run(
         "reordered before it counts as lost.", rich_help_panel=RUN_PANEL)] = 1.0,
     inject: Annotated[list[str] | None, typer.Option(
         "--inject", help="Loopback fault ACTION:DESTINATION:N, ACTION one of drop, "
-        "duplicate, reorder, N the n-th message sent there (repeatable; for tests).",
+        "duplicate, reorder, corrupt, N the n-th message sent there (repeatable; for tests).",
         rich_help_panel=RUN_PANEL)] = None,
 ) -> None:
     """Run worker groups against a broker and measure every message."""
@@ -249,10 +249,14 @@ def main() -> None:
     except click_errors.UsageError as exc:
         err_console.print(f"harness: error: {exc.format_message()}", markup=False)
         sys.exit(2)
-    except (click_errors.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
-    except (click_errors.Exit, typer.Exit) as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # stdout closed early (`| head`): the run directory is complete; say nothing more.
+        sys.stderr.close()
+        sys.exit(0)
     sys.exit(result if isinstance(result, int) else 0)
 
 

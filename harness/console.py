@@ -18,9 +18,11 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[st
     phase = "" if view.phase == "measure" else f" [{view.phase}]"
     for name, group in view.groups.items():
         c = group.counters
+        if not any(c.values()) and (view.phase == "drain" or group.threads_up == 0):
+            continue  # a finished or draining group with nothing to say
         rate = group.count / view.length if view.length else 0.0
-        verb = "recv" if c["received"] else "sent"
         head = headline_metric(metrics[name])
+        verb = "recv" if head == "latency" else "sent"
         p = percentiles(group.histograms[head])
         text = (f"{view.start + view.length:>7.1f}s {name:<10} {verb} {rate:>9.1f}/s "
                 f"n={group.count:<8} err={c['errors']}")

@@ -26,8 +26,15 @@ def headline_metric(metrics: list[str]) -> str:
     return "latency" if "latency" in metrics else "service"
 
 
+def role_count(role: str, counters: dict[str, int]) -> int:
+    """The messages a group's rate counts: received for consumers and for Requestor (round
+    trips), sent for producers."""
+    return counters["received"] if ROLES[role].consumes else counters["sent"]
+
+
 @dataclass
 class GroupInterval:
+    role: str
     counters: dict[str, int]
     histograms: dict[str, HdrHistogram]
     threads_up: int
@@ -37,8 +44,7 @@ class GroupInterval:
 
     @property
     def count(self) -> int:
-        return self.counters["sent"] if self.counters["received"] == 0 else \
-            self.counters["received"]
+        return role_count(self.role, self.counters)
 
 
 @dataclass
@@ -64,8 +70,7 @@ class GroupTotals:
     cpu: list[float] = field(default_factory=list)
 
     def count(self, counters: dict[str, int]) -> int:
-        role = ROLES[self.spec.role]
-        return counters["received"] if role.consumes else counters["sent"]
+        return role_count(self.spec.role, counters)
 
 
 class RunStats:
@@ -98,7 +103,7 @@ class RunStats:
                     add_encoded(histograms[metric], text)
             cpu = max(r["cpu"] for r in reports if g in r["groups"])
             views[totals.spec.name] = GroupInterval(
-                counters, histograms, sum(p["threads_up"] for p in parts),
+                totals.spec.role, counters, histograms, sum(p["threads_up"] for p in parts),
                 sum(p["threads"] for p in parts), sum(p["producing"] for p in parts), cpu)
             if phase != "warmup":
                 for name, value in counters.items():
@@ -122,18 +127,14 @@ class RunStats:
     def summary(self) -> dict[str, Any]:
         seconds = self.measured_seconds
         groups: dict[str, Any] = {}
-        sent_rate = received_rate = 0.0
+        # Every message a group sent was received by the broker, and every message a group
+        # received was dispatched by it (replies included).
+        sent_rate = sum(t.measured["sent"] for t in self.groups) / seconds if seconds else 0.0
+        received_rate = sum(t.measured["received"] for t in self.groups) / seconds \
+            if seconds else 0.0
         for totals in self.groups:
             spec = totals.spec
-            role = ROLES[spec.role]
             rate = totals.count(totals.measured) / seconds if seconds else 0.0
-            if role.produces and not role.consumes:
-                sent_rate += totals.measured["sent"] / seconds if seconds else 0.0
-            if role.consumes and not role.produces:
-                received_rate += totals.measured["received"] / seconds if seconds else 0.0
-            if spec.role == "Requestor" and seconds:
-                sent_rate += totals.measured["sent"] / seconds
-                received_rate += totals.measured["received"] / seconds
             entry: dict[str, Any] = {
                 "module": spec.module, "destination": spec.destination,
                 "threads": spec.threads, "processes": spec.processes,

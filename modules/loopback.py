@@ -4,8 +4,8 @@ request/reply over temporary queues, and transactions.
 It lives inside one process (one broker per process) so that the main job runs without a
 server and so that the harness can measure its own floor. The hand-off is a deque append
 and popleft, which CPython makes atomic; consumers block on a condition only when their
-queue is empty. For tests it injects faults (drop, duplicate, reorder) on the n-th message
-sent to a destination.
+queue is empty. For tests it injects faults (drop, duplicate, reorder, corrupt) on the n-th
+message sent to a destination.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from modules.base import Capability, Destination, Message, Transport, TransportError
 
-FAULT_ACTIONS = ("drop", "duplicate", "reorder")
+FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
 
 
 class _Queue:
@@ -92,12 +92,23 @@ class _Faulty:
             if action == "reorder":
                 self.held = message
                 return
+            if action == "corrupt":
+                message = _corrupted(message)
             self.route.put(message)
             if action == "duplicate":
                 self.route.put(message)
             if self.held is not None and action != "reorder":
                 held, self.held = self.held, None
                 self.route.put(held)
+
+
+def _corrupted(message: Message) -> Message:
+    """A copy of message with one bit of its body flipped."""
+    body = bytearray(message.body or b"\0")
+    body[len(body) // 2] ^= 0x01
+    return Message(bytes(body), message.producer, message.seq, message.ts, message.sent,
+                   message.crc, message.properties, message.correlation_id, message.reply_to,
+                   message.persistent)
 
 
 class Broker:

@@ -1,0 +1,71 @@
+"""Helpers for running the real `harness` command and reading what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Finished:
+    code: int
+    stdout: str
+    stderr: str
+    run_dir: Path | None
+
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        assert self.run_dir is not None
+        rows = read_jsonl(self.run_dir / "intervals.jsonl")
+        return [r for r in rows if kind is None or r["type"] == kind]
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        assert self.run_dir is not None
+        return json.loads((self.run_dir / "summary.json").read_text())
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        assert self.run_dir is not None
+        return json.loads((self.run_dir / "manifest.json").read_text())
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every line must be a complete JSON object: a torn line fails the test."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def harness_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "harness", *args]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+
+
+def only_run_dir(output: Path) -> Path | None:
+    dirs = [p for p in output.iterdir() if p.is_dir()] if output.exists() else []
+    assert len(dirs) <= 1, dirs
+    return dirs[0] if dirs else None
+
+
+@pytest.fixture
+def harness(tmp_path: Path):
+    """Run `harness run ...` (or any subcommand) to completion, output under tmp_path."""
+
+    def run(*args: str, timeout: float = 120, output: bool = True) -> Finished:
+        out = tmp_path / "runs"
+        extra = ["-o", str(out)] if output and args and args[0] == "run" else []
+        proc = subprocess.run(harness_command(*args, *extra), capture_output=True, text=True,
+                              timeout=timeout, env=env(), cwd=tmp_path)
+        return Finished(proc.returncode, proc.stdout, proc.stderr, only_run_dir(out))
+
+    return run

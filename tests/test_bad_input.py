@@ -1,0 +1,74 @@
+"""Bad input: one line naming the flag, exit code 2, no traceback, nothing written."""
+
+import pytest
+
+S = ["-m", "loopback.Sender", "-d", "Q"]
+CASES = [
+    ("unknown transport", ["-m", "nope.Sender", "-d", "Q"], "-m", "unknown module"),
+    ("unknown role", ["-m", "loopback.Sendr", "-d", "Q"], "-m", "unknown module"),
+    ("module without a dot", ["-m", "loopback", "-d", "Q"], "-m", "unknown module"),
+    ("bad size", [*S, "-ms", "12q"], "-ms", "not a size"),
+    ("negative rate", [*S, "-rt", "-5"], "-rt", "must be >= 0"),
+    ("negative total rate", [*S, "--rate", "-1"], "--rate", "must be >= 0"),
+    ("missing destination", ["-m", "loopback.Sender"], "-d", "needs a destination"),
+    ("zero threads", [*S, "-nt", "0"], "-nt", "must be >= 1"),
+    ("threads not a number", [*S, "-nt", "many"], "-nt", "valid integer"),
+    ("both rates", [*S, "-rt", "5", "--rate", "10"], "--rate", "not both"),
+    ("zero interval", [*S, "-ss", "0"], "-ss", "must be > 0"),
+    ("warm-up longer than run", [*S, "-rl", "5", "-sw", "5"], "-sw", "shorter than"),
+    ("crc fraction above one", [*S, "--crc", "2"], "--crc", "fraction"),
+    ("property without =", [*S, "--property", "colour"], "--property", "key=value"),
+    ("unreadable body file", [*S, "-mf", "/nonexistent/body"], "-mf", "cannot read"),
+    ("bad fault", [*S, "--inject", "explode:Q:1"], "--inject", "ACTION:DESTINATION:N"),
+    ("persistent on loopback", [*S, "-pp"], "-pp", "does not support persistent"),
+    ("poisson without a rate", [*S, "--poisson"], "--poisson", "needs a rate"),
+    ("ramp without a rate", [*S, "-rp", "5"], "-rp", "needs a rate"),
+    ("pacing a consumer", ["-m", "loopback.Receiver", "-d", "Q", "-rt", "5"], "-rt",
+     "does not send on a schedule"),
+    ("run option inside a group", [*S, "-g", "-m loopback.Receiver -d Q -rl 5"], "--group",
+     "run-wide options"),
+    ("group without module", [*S, "-g", "-d Q"], "--group", "needs -m"),
+    ("unbalanced quote in group", [*S, "-g", "-m 'loopback.Receiver"], "--group",
+     "quotation"),
+    ("unknown option in group", [*S, "-g", "-m loopback.Receiver --bogus"], "--group",
+     "--bogus"),
+    ("loopback groups with different processes",
+     [*S, "--processes", "2", "-g", "-m loopback.Receiver -d Q"], "--processes",
+     "same --processes"),
+    ("broker pid that does not exist", [*S, "--broker-pid", "999999999"], "--broker-pid",
+     "no process"),
+    ("unknown option", [*S, "--bogus"], "--bogus", "No such option"),
+    ("zero commit count", [*S, "-tx", "-cc", "0"], "-cc", "must be >= 1"),
+    ("duplicate group names", [*S, "-gn", "a", "-g", "-m loopback.Receiver -d Q -gn a"],
+     "--group-name", "two groups"),
+    ("no module at all", ["-rl", "5"], "-m", "at least one module"),
+    ("destination without module", ["-d", "Q"], "-m", "without a module"),
+    ("bad run name", [*S, "-n", "a/b"], "--name", "must be a letter"),
+    ("zero reply timeout", ["-m", "loopback.Requestor", "-d", "Q", "--reply-timeout", "0"],
+     "--reply-timeout", "must be > 0"),
+]
+
+
+@pytest.mark.parametrize(("case", "args", "flag", "words"), CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_naming_the_flag(harness, case, args, flag, words):
+    result = harness("run", *args, "-rl", "1") if "-rl" not in args else harness("run", *args)
+    assert result.code == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith("harness: error: ")
+    assert flag in lines[0] and words in lines[0], lines[0]
+    assert result.run_dir is None, "nothing is written for bad input"
+
+
+def test_unwritable_output_directory(harness, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = harness("run", *S, "-rl", "1", "-o", str(blocker / "runs"), output=False)
+    assert result.code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "-o" in lines[0] and "cannot write" in lines[0], result.stderr
+
+
+def test_there_are_at_least_fifteen_cases():
+    assert len(CASES) + 1 >= 15

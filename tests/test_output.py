@@ -1,0 +1,63 @@
+"""The run directory: manifest, intervals.jsonl, the .hlog and summary.json."""
+
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
+
+from harness.histogram import decode
+
+
+def test_hlog_reads_back_with_hdrhistogram_reader_identical_to_jsonl(harness):
+    result = harness("run", "-m", "loopback.Sender", "-rt", "2000", "-d", "Q", "-rl", "3",
+                     "-ss", "1", "-g", "-m loopback.Receiver -d Q", "--node", "nodeA")
+    assert result.code == 0, result.stderr
+    hlog = result.run_dir / "nodeA.hlog"
+    header = hlog.read_text().splitlines()[:5]
+    assert header[0] == "#[Histogram log format version 1.3]"
+    assert header[1].startswith("#[StartTime: ")
+    assert header[2].startswith("#[BaseTime: ")
+    assert header[4] == '"StartTimestamp","Interval_Length","Interval_Max",' \
+        '"Interval_Compressed_Histogram"'
+    expected = [r for r in result.records("histogram")]
+    reader = HistogramLogReader(str(hlog), HdrHistogram(1, 3_600_000_000, 3))
+    read = []
+    while (histogram := reader.get_next_interval_histogram()) is not None:
+        read.append(histogram)
+    assert len(read) == len(expected) > 0
+    for histogram, row in zip(read, expected, strict=True):
+        assert histogram.get_tag() == row["tag"]
+        assert histogram.equals(decode(row["hist"]))
+        assert histogram.get_total_count() == row["count"]
+    assert {h.get_tag() for h in read} == {"sender.service", "sender.delay",
+                                           "receiver.latency", "receiver.service"}
+    # Lines carry the start relative to the base time and the interval length.
+    line = next(x for x in hlog.read_text().splitlines() if x.startswith("Tag="))
+    _, start, length, _, _ = line.split(",")
+    assert float(start) == 0.0 and float(length) == 1.0
+
+
+def test_manifest_and_jsonl_describe_the_run(harness):
+    result = harness("run", "-m", "loopback.Sender", "-rt", "500", "-d", "Q", "-rl", "3",
+                     "-sw", "1", "-ss", "1", "-n", "trial", "-g", "-m loopback.Receiver -d Q")
+    assert result.code == 0, result.stderr
+    assert result.run_dir.name.endswith("-trial")
+    manifest = result.manifest
+    assert manifest["status"] == "complete"
+    assert manifest["warmup_end"] == manifest["start"] + 1
+    assert manifest["host"]["cpus"] >= 1 and "hdrhistogram" in manifest["host"]["libraries"]
+    assert manifest["options"]["groups"][0]["module"] == "loopback.Sender"
+    counters = [r for r in result.records("counters") if r["group"] == "sender"]
+    assert [r["phase"] for r in counters][:3] == ["warmup", "measure", "measure"]
+    assert all(r["run"] == manifest["run_id"] for r in result.records())
+    # Warm-up is written but left out of the summary.
+    measured = sum(r["sent"] for r in counters if r["phase"] != "warmup")
+    assert result.summary["groups"]["sender"]["sent"] == measured
+    assert sum(r["sent"] for r in counters) == 1500
+    assert result.summary["groups"]["sender"]["rate"] == 500.0
+
+
+def test_secrets_never_reach_the_manifest():
+    from harness.output import scrub
+    cleaned = scrub({"host": "h", "passcode": "s3cret", "nested": [{"password": "x"}],
+                     "token": ""})
+    assert cleaned == {"host": "h", "passcode": "***", "nested": [{"password": "***"}],
+                       "token": ""}

@@ -1,0 +1,63 @@
+import itertools
+import math
+
+import pytest
+
+from harness.pacing import Schedule
+
+NS = 1_000_000_000
+
+
+def test_fixed_schedule_is_computed_from_the_start_so_it_never_drifts():
+    schedule = Schedule(start_ns=5, rate=3.0)
+    times = [schedule.next_ns() for _ in range(3 * 3600 + 1)]
+    # The 10,800th message of an hour at 3/s is due exactly one hour after the start,
+    # although 1/3 s is not a whole number of nanoseconds.
+    assert times[-1] == 5 + 3600 * NS
+    assert times[1] - times[0] in (333_333_333, 333_333_334)
+
+
+def test_ramp_rises_linearly_then_holds_the_rate():
+    rate, ramp = 1000.0, 2.0
+    schedule = Schedule(start_ns=0, rate=rate, ramp=ramp)
+    times = [schedule.next_ns() for _ in range(5000)]
+    sent_in_first_second = sum(1 for t in times if t < 1 * NS)
+    sent_in_ramp = sum(1 for t in times if t < 2 * NS)
+    # Linear ramp: N(t) = rate t^2 / (2 ramp): 250 by 1 s, 1000 by 2 s, then 1000 a second.
+    assert abs(sent_in_first_second - 250) <= 1
+    assert abs(sent_in_ramp - 1000) <= 1
+    assert sum(1 for t in times if 2 * NS <= t < 3 * NS) == 1000
+
+
+def test_poisson_arrivals_have_the_mean_rate_and_exponential_gaps():
+    schedule = Schedule(start_ns=0, rate=2000.0, poisson=True, seed=7)
+    times = [schedule.next_ns() for _ in range(40_001)]
+    assert times[-1] / NS == pytest.approx(20.0, rel=0.02)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    mean = sum(gaps) / len(gaps)
+    # Exponential: the standard deviation equals the mean, unlike a fixed schedule's zero.
+    std = math.sqrt(sum((g - mean) ** 2 for g in gaps) / len(gaps))
+    assert std == pytest.approx(mean, rel=0.05)
+
+
+def test_retarget_continues_at_the_new_rate_without_a_burst():
+    schedule = Schedule(start_ns=0, rate=100.0)
+    for _ in range(10):
+        schedule.next_ns()
+    schedule.retarget(now_ns=NS, rate=10.0)
+    assert [schedule.next_ns() for _ in range(3)] == [NS, NS + NS // 10, NS + 2 * NS // 10]
+
+
+def test_a_1000_per_second_run_holds_the_rate_every_second_and_does_not_drift(harness):
+    result = harness("run", "-m", "loopback.Sender", "-rt", "1000", "-d", "Q", "-rl", "30",
+                     "-ss", "1", "-g", "-m loopback.Receiver -d Q", timeout=120)
+    assert result.code == 0, result.stderr
+    sent = {r["interval"]: r["sent"] for r in result.records("counters")
+            if r["group"] == "sender" and r["phase"] == "measure"}
+    assert sorted(sent) == list(range(30))
+    for index, count in sent.items():
+        assert 980 <= count <= 1020, (index, count)
+    # No drift: over 30 s the schedule delivers 30,000 messages, not one more or less
+    # than the first message at t=0 and the last one before t=30 s allow.
+    assert sum(sent.values()) == 30_000
+    assert result.summary["groups"]["receiver"]["received"] == 30_000

@@ -1,0 +1,38 @@
+"""Several processes: statistics merged exactly into the run's intervals and summary."""
+
+from harness.histogram import counts_view, decode, new_histogram
+
+
+def test_merged_histogram_equals_the_union_of_the_processes_histograms(harness):
+    result = harness("run", "-m", "loopback.Sender", "-rt", "1000", "-nt", "2", "-d", "Q",
+                     "--processes", "2", "-rl", "3", "-ss", "1",
+                     "-g", "-m loopback.Receiver -d Q --processes 2")
+    assert result.code == 0, result.stderr
+    rows = result.records("histogram")
+    assert {r["process"] for r in rows} == {0, 1}
+    assert len({r["pid"] for r in result.records("process")}) == 2
+    summary = result.summary["groups"]
+    for tag in ("receiver.latency", "receiver.service", "sender.service", "sender.delay"):
+        group, metric = tag.split(".")
+        union = new_histogram()
+        for row in rows:
+            if row["tag"] == tag and row["phase"] != "warmup":
+                part = decode(row["hist"])
+                if part.get_total_count():
+                    union.add(part)
+        merged = decode(summary[group]["histograms"][metric])
+        assert merged.get_total_count() == union.get_total_count() > 0
+        assert (counts_view(merged) == counts_view(union)).all()
+        assert merged.get_max_value() == union.get_max_value()
+    # 2 processes x 2 threads x 1000/s x 3 s
+    assert summary["sender"]["sent"] == 12_000
+    assert summary["receiver"]["received"] == 12_000
+    assert summary["sender"]["rate"] == 4000.0
+
+
+def test_total_rate_is_split_over_threads_and_processes(harness):
+    result = harness("run", "-m", "loopback.Sender", "--rate", "3000", "-nt", "3", "-d", "Q",
+                     "--processes", "2", "-rl", "2", "-ss", "1",
+                     "-g", "-m loopback.Receiver -d Q --processes 2")
+    assert result.code == 0, result.stderr
+    assert result.summary["groups"]["sender"]["sent"] == 6000

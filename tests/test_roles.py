@@ -1,0 +1,81 @@
+"""Every role on the loopback transport, run through the CLI."""
+
+from harness.histogram import decode
+
+
+def test_request_reply_round_trips_are_recorded(harness):
+    result = harness("run", "-m", "loopback.Requestor", "-nt", "4", "-rt", "200", "-d", "REQ",
+                     "-rl", "2", "-ss", "1", "-g", "-m loopback.Responder -d REQ -nt 2")
+    assert result.code == 0, result.stderr
+    requestor = result.summary["groups"]["requestor"]
+    responder = result.summary["groups"]["responder"]
+    assert requestor["sent"] == requestor["received"] == 1600
+    assert requestor["timeouts"] == 0 and requestor["errors"] == 0
+    assert responder["received"] == responder["sent"] == 1600
+    # Requests and replies both pass through the broker: 2 x 800 messages a second each way.
+    throughput = result.summary["throughput"]
+    assert throughput["received_by_broker"] == throughput["dispatched"] == 1600.0
+    assert throughput["replication_grade"] == 1.0
+    latency = decode(requestor["histograms"]["latency"])
+    assert latency.get_total_count() == 1600
+    assert requestor["latency"]["p50"] <= requestor["latency"]["max"]
+
+
+def test_requests_without_a_responder_time_out(harness):
+    result = harness("run", "-m", "loopback.Requestor", "-mg", "2", "-d", "REQ",
+                     "--reply-timeout", "0.2", "-ss", "1")
+    assert result.code == 0, result.stderr
+    requestor = result.summary["groups"]["requestor"]
+    assert requestor["timeouts"] == 2 and requestor["received"] == 0
+
+
+def test_publish_subscribe_fans_out_to_every_subscriber(harness):
+    result = harness("run", "-m", "loopback.Publisher", "-rt", "500", "-d", "T", "-rl", "2",
+                     "-ss", "1", "-g", "-m loopback.Subscriber -d T -nt 3")
+    assert result.code == 0, result.stderr
+    summary = result.summary
+    assert summary["groups"]["publisher"]["sent"] == 1000
+    assert summary["groups"]["subscriber"]["received"] == 3000
+    assert summary["throughput"]["replication_grade"] == 3.0
+    assert summary["delivery"][0]["missing"] == 0
+
+
+def test_transacted_groups_commit_every_cc_messages(harness):
+    result = harness("run", "-m", "loopback.Sender", "-tx", "-cc", "10", "-mg", "95", "-d", "Q",
+                     "-ss", "1", "-g", "-m loopback.Receiver -d Q -tx -cc 5")
+    assert result.code == 0, result.stderr
+    sender = result.summary["groups"]["sender"]
+    receiver = result.summary["groups"]["receiver"]
+    assert sender["commits"] == 10  # 9 full transactions and the last 5 messages
+    assert receiver["received"] == 95 and receiver["commits"] == 19
+    assert receiver["lost"] == 0
+
+
+def test_message_count_ends_the_run(harness):
+    result = harness("run", "-m", "loopback.Sender", "-mg", "250", "-nt", "2", "-d", "Q",
+                     "-ss", "1", "-g", "-m loopback.Receiver -d Q")
+    assert result.code == 0, result.stderr
+    assert result.manifest["stopped_by"] == "message count"
+    assert result.summary["groups"]["receiver"]["received"] == 500
+
+
+def test_properties_body_file_and_correlation_id_are_accepted(harness, tmp_path):
+    body = tmp_path / "body.xml"
+    body.write_bytes(b"<order id='1'/>" * 10)
+    result = harness("run", "-m", "loopback.Sender", "-mg", "10", "-d", "Q", "-mf", str(body),
+                     "--property", "region=eu", "-co", "c", "-ss", "1",
+                     "-g", "-m loopback.Receiver -d Q --crc 1")
+    assert result.code == 0, result.stderr
+    receiver = result.summary["groups"]["receiver"]
+    assert receiver["bytes"] == 10 * len(body.read_bytes())
+    assert receiver["corrupt"] == 0
+
+
+def test_ramp_and_poisson_pacing_run(harness):
+    result = harness("run", "-m", "loopback.Sender", "-rt", "400", "-rp", "2", "--poisson",
+                     "-d", "Q", "-rl", "4", "-ss", "1", "-g", "-m loopback.Receiver -d Q")
+    assert result.code == 0, result.stderr
+    sent = [r["sent"] for r in result.records("counters") if r["group"] == "sender"]
+    # Ramp: the first second sends about a quarter of the second one's rate ramp share.
+    assert sent[0] < sent[2] * 0.5
+    assert 0.8 * 1200 <= sum(sent[:4]) <= 1.2 * 1200
