@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,11 +67,12 @@ class _Interval:
     """What the cell has gathered for one interval, per group."""
 
     def __init__(self, groups: list[int]) -> None:
-        self.values: dict[int, dict[str, list[list[int]]]] = {g: {} for g in groups}
+        self.values: dict[int, dict[str, list[Sequence[int]]]] = {g: {} for g in groups}
         self.counters: dict[int, dict[str, int]] = {g: dict.fromkeys(COUNTERS, 0)
                                                     for g in groups}
 
-    def add(self, group: int, values: dict[str, list[int]], counters: dict[str, int]) -> None:
+    def add(self, group: int, values: dict[str, Sequence[int]],
+            counters: dict[str, int]) -> None:
         chunks = self.values[group]
         for metric, items in values.items():
             if items:

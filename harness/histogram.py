@@ -8,6 +8,7 @@ does and adding a bincount to the counts array in place.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -67,12 +68,12 @@ def fold(histogram: HdrHistogram, values: Sequence[int] | np.ndarray) -> int:
 
 
 def fold_many(histogram: HdrHistogram, chunks: Iterable[Sequence[int]]) -> int:
-    chunks = [c for c in chunks if len(c)]
-    if not chunks:
+    """Fold several buffers (lists, or typed arrays of 'q' read without a copy)."""
+    arrays = [np.frombuffer(c, dtype=np.int64) if isinstance(c, array) else
+              np.asarray(c, dtype=np.int64) for c in chunks if len(c)]
+    if not arrays:
         return 0
-    merged = chunks[0] if len(chunks) == 1 else np.concatenate(
-        [np.asarray(c, dtype=np.int64) for c in chunks])
-    return fold(histogram, merged)
+    return fold(histogram, arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
 
 
 def encode(histogram: HdrHistogram) -> str:

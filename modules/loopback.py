@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -21,15 +22,33 @@ from modules.base import Capability, Destination, Message, Transport, TransportE
 FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
 
 
-class _Queue:
-    __slots__ = ("items", "cond", "waiters")
+# Messages a queue (or one topic subscriber) holds before senders are held back, as a real
+# broker's producer flow control would; without it an unconsumed destination fills memory.
+CAPACITY = 1_000_000
+# How long a send waits for space before it fails with a TransportError.
+FULL_TIMEOUT_S = 1.0
 
-    def __init__(self) -> None:
+
+class _Queue:
+    __slots__ = ("items", "cond", "waiters", "name")
+
+    def __init__(self, name: str) -> None:
         self.items: deque[Message] = deque()
         self.cond = threading.Condition(threading.Lock())
         self.waiters = 0
+        self.name = name
+
+    def _wait_for_space(self) -> None:
+        deadline = time.monotonic() + FULL_TIMEOUT_S
+        while len(self.items) >= CAPACITY:
+            if time.monotonic() >= deadline:
+                raise TransportError(f"loopback destination {self.name} is full "
+                                     f"({CAPACITY:,} messages): nothing consumes it fast enough")
+            time.sleep(0.001)
 
     def put(self, message: Message) -> None:
+        if len(self.items) >= CAPACITY:
+            self._wait_for_space()
         self.items.append(message)
         # A consumer registers as a waiter before re-checking the deque under the lock, so
         # either it sees this message or we see it waiting: no lost wake-up.
@@ -137,7 +156,7 @@ class Broker:
     def _queue(self, name: str) -> _Queue:
         queue = self.queues.get(name)
         if queue is None:
-            queue = self.queues[name] = _Queue()
+            queue = self.queues[name] = _Queue(name)
         return queue
 
     def route(self, destination: Destination) -> Any:
@@ -156,7 +175,7 @@ class Broker:
             return route
 
     def subscribe_topic(self, name: str) -> _Queue:
-        queue = _Queue()
+        queue = _Queue(f"{name} (subscriber)")
         with self.lock:
             topic = self.topics.setdefault(name, _Topic())
             topic.subscribers = (*topic.subscribers, queue)

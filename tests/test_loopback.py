@@ -97,3 +97,18 @@ def test_one_subscription_per_transport(connect):
     transport = connect(Q)
     with pytest.raises(TransportError):
         transport.subscribe(T)
+
+
+def test_a_full_destination_holds_the_sender_back_then_fails_it(connect, monkeypatch):
+    import modules.loopback as loopback
+    monkeypatch.setattr(loopback, "CAPACITY", 5)
+    monkeypatch.setattr(loopback, "FULL_TIMEOUT_S", 0.2)
+    sender, receiver = connect(), connect(Q)
+    for seq in range(5):
+        sender.send(Q, message(seq))
+    with pytest.raises(TransportError, match="full"):
+        sender.send(Q, message(5))
+    # Space made by a consumer lets a blocked sender through.
+    threading.Timer(0.05, receiver.receive, args=(0.01,)).start()
+    sender.send(Q, message(5))
+    assert drain(receiver) == [1, 2, 3, 4, 5]
