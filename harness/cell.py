@@ -162,6 +162,8 @@ class Cell:
         pending: dict[int, _Interval] = {}
         index = 0  # the earliest interval not yet reported
         reported_failures: set[str] = set()
+        producers = [w for w in self.workers if w.produces()]
+        producers_done = not producers
         while True:
             boundary = control.start_ns + (index + 1) * control.interval_ns
             time.sleep(0.02)
@@ -179,6 +181,12 @@ class Cell:
             if now >= boundary and (complete or now >= boundary + GRACE_S * 1e9):
                 self._report(index, pending.pop(index, None) or _Interval(groups), None)
                 index += 1
+            if not producers_done and all(w.finished for w in producers):
+                # Tell the controller now, not at the next interval, so a run that ends by
+                # message count does not wait out the interval.
+                producers_done = True
+                self.emit({"type": "status", "process": self.plan.process_index,
+                           "producing": 0})
             failures = [w.failure for w in self.workers if w.failure]
             for failure in failures:
                 if failure not in reported_failures:

@@ -253,7 +253,9 @@ class Controller:
                     continue
                 kind = report["type"]
                 process = report.get("process", -1)
-                if kind == "log":
+                if kind == "status":
+                    producing[process] = report["producing"]
+                elif kind == "log":
                     self.on_log(f"process {process}: {report['message']}")
                 elif kind == "done":
                     done.add(process)

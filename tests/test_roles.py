@@ -51,12 +51,13 @@ def test_transacted_groups_commit_every_cc_messages(harness):
     assert receiver["lost"] == 0
 
 
-def test_message_count_ends_the_run(harness):
+def test_message_count_ends_the_run_without_waiting_out_the_interval(harness):
     result = harness("run", "-m", "loopback.Sender", "-mg", "250", "-nt", "2", "-d", "Q",
-                     "-ss", "1", "-g", "-m loopback.Receiver -d Q")
+                     "-ss", "30", "-g", "-m loopback.Receiver -d Q")
     assert result.code == 0, result.stderr
     assert result.manifest["stopped_by"] == "message count"
     assert result.summary["groups"]["receiver"]["received"] == 500
+    assert result.manifest["end"] - result.manifest["start"] < 15
 
 
 def test_properties_body_file_and_correlation_id_are_accepted(harness, tmp_path):
