@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from modules.base import Capability, Destination, Message, Transport, TransportError
+from modules.inbox import Full, Inbox
 
 FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
 
@@ -29,63 +28,15 @@ CAPACITY = 1_000_000
 FULL_TIMEOUT_S = 1.0
 
 
-class _Queue:
-    __slots__ = ("items", "cond", "waiters", "name")
-
-    def __init__(self, name: str) -> None:
-        self.items: deque[Message] = deque()
-        self.cond = threading.Condition(threading.Lock())
-        self.waiters = 0
-        self.name = name
-
-    def _wait_for_space(self) -> None:
-        deadline = time.monotonic() + FULL_TIMEOUT_S
-        while len(self.items) >= CAPACITY:
-            if time.monotonic() >= deadline:
-                raise TransportError(f"loopback destination {self.name} is full "
-                                     f"({CAPACITY:,} messages): nothing consumes it fast enough")
-            time.sleep(0.001)
-
-    def put(self, message: Message) -> None:
-        if len(self.items) >= CAPACITY:
-            self._wait_for_space()
-        self.items.append(message)
-        # A consumer registers as a waiter before re-checking the deque under the lock, so
-        # either it sees this message or we see it waiting: no lost wake-up.
-        if self.waiters:
-            with self.cond:
-                self.cond.notify()
-
-    def put_front(self, messages: list[Message]) -> None:
-        self.items.extendleft(reversed(messages))
-        if self.waiters:
-            with self.cond:
-                self.cond.notify_all()
-
-    def get(self, timeout: float) -> Message | None:
-        items = self.items
-        try:
-            return items.popleft()
-        except IndexError:
-            pass
-        with self.cond:
-            self.waiters += 1
-            try:
-                if not items:
-                    self.cond.wait(timeout)
-            finally:
-                self.waiters -= 1
-        try:
-            return items.popleft()
-        except IndexError:
-            return None
+def _queue() -> Inbox[Message]:
+    return Inbox(CAPACITY, FULL_TIMEOUT_S)
 
 
 class _Topic:
     __slots__ = ("subscribers",)
 
     def __init__(self) -> None:
-        self.subscribers: tuple[_Queue, ...] = ()
+        self.subscribers: tuple[Inbox[Message], ...] = ()
 
     def put(self, message: Message) -> None:
         for queue in self.subscribers:
@@ -95,7 +46,7 @@ class _Topic:
 class _Faulty:
     """Wraps a destination's route and applies the planned fault to the n-th message (1-based)."""
 
-    def __init__(self, route: _Queue | _Topic, plan: dict[int, str]) -> None:
+    def __init__(self, route: Inbox[Message] | _Topic, plan: dict[int, str]) -> None:
         self.route = route
         self.plan = plan
         self.count = 0
@@ -135,7 +86,7 @@ class Broker:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.queues: dict[str, _Queue] = {}
+        self.queues: dict[str, Inbox[Message]] = {}
         self.topics: dict[str, _Topic] = {}
         self.routes: dict[Destination, Any] = {}
         self.faults: dict[str, dict[int, str]] = {}
@@ -149,14 +100,14 @@ class Broker:
             for key in [k for k in self.routes if k.name == destination]:
                 del self.routes[key]
 
-    def queue(self, name: str) -> _Queue:
+    def queue(self, name: str) -> Inbox[Message]:
         with self.lock:
             return self._queue(name)
 
-    def _queue(self, name: str) -> _Queue:
+    def _queue(self, name: str) -> Inbox[Message]:
         queue = self.queues.get(name)
         if queue is None:
-            queue = self.queues[name] = _Queue(name)
+            queue = self.queues[name] = _queue()
         return queue
 
     def route(self, destination: Destination) -> Any:
@@ -174,14 +125,14 @@ class Broker:
             self.routes[destination] = route
             return route
 
-    def subscribe_topic(self, name: str) -> _Queue:
-        queue = _Queue(f"{name} (subscriber)")
+    def subscribe_topic(self, name: str) -> Inbox[Message]:
+        queue = _queue()
         with self.lock:
             topic = self.topics.setdefault(name, _Topic())
             topic.subscribers = (*topic.subscribers, queue)
         return queue
 
-    def unsubscribe_topic(self, name: str, queue: _Queue) -> None:
+    def unsubscribe_topic(self, name: str, queue: Inbox[Message]) -> None:
         with self.lock:
             topic = self.topics.get(name)
             if topic is not None:
@@ -217,7 +168,7 @@ class LoopbackTransport(Transport):
     def __init__(self, settings: Mapping[str, Any]) -> None:
         super().__init__(settings)
         self._broker = _broker
-        self._inbox: _Queue | None = None
+        self._inbox: Inbox[Message] | None = None
         self._topic: str | None = None
         self._tx_sends: list[tuple[Destination, Message]] | None = None
         self._tx_received: list[Message] = []
@@ -229,7 +180,12 @@ class LoopbackTransport(Transport):
         if self._tx_sends is not None:
             self._tx_sends.append((destination, message))
             return
-        self._broker.route(destination).put(message)
+        try:
+            self._broker.route(destination).put(message)
+        except Full:
+            raise TransportError(f"loopback destination {destination.name} is full "
+                                 f"({CAPACITY:,} messages): nothing consumes it fast enough"
+                                 ) from None
 
     def subscribe(self, destination: Destination, *, selector: str | None = None,
                   durable_name: str | None = None, qos: int | None = None) -> None:

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Installs (from Debian's packages) and starts the real brokers the tests and benchmarks use,
+# on 127.0.0.1 only, with this port plan:
+#
+#   Mosquitto 2.0   MQTT 1883
+#   ActiveMQ 5.17   OpenWire 61616, STOMP 61613, MQTT 1884
+#   RabbitMQ 3.10   AMQP 5672, STOMP 61614, MQTT 1885
+#
+# usage: brokers.sh start|stop|status [mosquitto] [activemq] [rabbitmq]   (default: all three)
+#
+# Idempotent: a broker that already runs is kept, and only the listener or plugin we need is
+# added to it. `stop` stops only what this script started (by the PIDs it recorded).
+set -euo pipefail
+
+STATE=${HARNESS_BROKERS_STATE:-/var/tmp/harness-brokers}
+mkdir -p "$STATE"
+
+say() { printf 'brokers: %s\n' "$*" >&2; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+port_up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_ports() {  # timeout-seconds port...
+    local deadline=$((SECONDS + $1)); shift
+    for port in "$@"; do
+        until port_up "$port"; do
+            if [ $SECONDS -ge $deadline ]; then say "port $port did not open"; return 1; fi
+            sleep 0.2
+        done
+    done
+}
+apt_updated=""
+ensure_packages() {
+    local missing=()
+    for pkg in "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    say "installing ${missing[*]}"
+    if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+    # Debian's policy-rc.d may forbid starting services on install; we start them ourselves.
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# --- Mosquitto -----------------------------------------------------------------------------
+mosquitto_start() {
+    if port_up 1883; then say "mosquitto: already up on 1883"; return; fi
+    ensure_packages mosquitto mosquitto-clients
+    cat > "$STATE/mosquitto.conf" <<CONF
+listener 1883 127.0.0.1
+allow_anonymous true
+pid_file $STATE/mosquitto.pid
+persistence false
+CONF
+    chmod 644 "$STATE/mosquitto.conf"
+    as_root mosquitto -c "$STATE/mosquitto.conf" -d
+    wait_ports 15 1883
+    say "mosquitto: started on 1883"
+}
+
+# --- ActiveMQ ------------------------------------------------------------------------------
+ACTIVEMQ_XML=/etc/activemq/instances-available/main/activemq.xml
+activemq_start() {
+    if port_up 61613 && port_up 1884 && port_up 61616; then
+        say "activemq: already up on 61616, 61613, 1884"; return
+    fi
+    ensure_packages activemq libmqtt-client-java
+    # Its MQTT connector never answers CONNECT without the MQTT codec on the class path.
+    [ -e /usr/share/activemq/lib/mqtt-client.jar ] || \
+        as_root ln -s /usr/share/java/mqtt-client.jar /usr/share/activemq/lib/mqtt-client.jar
+    if ! grep -q 'stomp://127.0.0.1:61613' "$ACTIVEMQ_XML"; then
+        as_root sed -i 's#</transportConnectors>#    <transportConnector name="stomp" uri="stomp://127.0.0.1:61613"/>\n            <transportConnector name="mqtt" uri="mqtt://127.0.0.1:1884"/>\n        </transportConnectors>#' "$ACTIVEMQ_XML"
+    fi
+    [ -e /etc/activemq/instances-enabled/main ] || \
+        as_root ln -s ../instances-available/main /etc/activemq/instances-enabled/main
+    as_root /etc/init.d/activemq start >/dev/null 2>&1 || true
+    wait_ports 90 61616 61613 1884
+    activemq_pid > "$STATE/activemq.pid" || true
+    say "activemq: started on 61616, 61613, 1884"
+}
+activemq_pid() { pgrep -f 'activemq.jar.*start|org.apache.activemq' | head -1; }
+
+# --- RabbitMQ ------------------------------------------------------------------------------
+rabbitmq_start() {
+    if port_up 61614 && port_up 1885; then say "rabbitmq: already up on 5672, 61614, 1885"; return; fi
+    ensure_packages rabbitmq-server
+    local conf=/etc/rabbitmq/rabbitmq.conf env=/etc/rabbitmq/rabbitmq-env.conf
+    as_root touch "$conf" "$env"
+    grep -q '^NODE_IP_ADDRESS=' "$env" || echo 'NODE_IP_ADDRESS=127.0.0.1' | as_root tee -a "$env" >/dev/null
+    grep -q '^ERL_EPMD_ADDRESS=' "$env" || echo 'ERL_EPMD_ADDRESS=127.0.0.1' | as_root tee -a "$env" >/dev/null
+    grep -q '^stomp.listeners.tcp' "$conf" || echo 'stomp.listeners.tcp.1 = 127.0.0.1:61614' | as_root tee -a "$conf" >/dev/null
+    grep -q '^mqtt.listeners.tcp' "$conf" || echo 'mqtt.listeners.tcp.1 = 127.0.0.1:1885' | as_root tee -a "$conf" >/dev/null
+    if port_up 5672 && as_root rabbitmqctl -q status >/dev/null 2>&1; then
+        # A running node read its configuration at boot: give the plugins their listeners
+        # before enabling them, or they would take the default ports (ActiveMQ's, Mosquitto's).
+        as_root rabbitmqctl -q eval 'application:set_env(rabbitmq_stomp, tcp_listeners, [{"127.0.0.1", 61614}], [{persistent, true}]), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1885}], [{persistent, true}]).' >/dev/null
+        as_root rabbitmq-plugins -q enable rabbitmq_stomp rabbitmq_mqtt >/dev/null
+    else
+        as_root rabbitmq-plugins -q enable --offline rabbitmq_stomp rabbitmq_mqtt >/dev/null
+        as_root rabbitmq-server -detached >/dev/null 2>&1 || true
+        echo started > "$STATE/rabbitmq.started"
+    fi
+    wait_ports 90 5672 61614 1885
+    say "rabbitmq: up on 5672, 61614, 1885"
+}
+
+# --- stop / status ---------------------------------------------------------------------------
+stop_one() {
+    case $1 in
+        mosquitto)
+            if [ -f "$STATE/mosquitto.pid" ]; then
+                as_root kill "$(cat "$STATE/mosquitto.pid")" 2>/dev/null || true
+                rm -f "$STATE/mosquitto.pid"; say "mosquitto: stopped"
+            else say "mosquitto: not started by this script; left alone"; fi ;;
+        activemq)
+            if [ -f "$STATE/activemq.pid" ]; then
+                as_root /etc/init.d/activemq stop >/dev/null 2>&1 || \
+                    as_root kill "$(cat "$STATE/activemq.pid")" 2>/dev/null || true
+                rm -f "$STATE/activemq.pid"; say "activemq: stopped"
+            else say "activemq: not started by this script; left alone"; fi ;;
+        rabbitmq)
+            if [ -f "$STATE/rabbitmq.started" ]; then
+                as_root rabbitmqctl -q stop >/dev/null 2>&1 || true
+                rm -f "$STATE/rabbitmq.started"; say "rabbitmq: stopped"
+            else say "rabbitmq: not started by this script; left alone"; fi ;;
+    esac
+}
+status() {
+    local line
+    for entry in "mosquitto mqtt 1883" "activemq openwire 61616" "activemq stomp 61613" \
+                 "activemq mqtt 1884" "rabbitmq amqp 5672" "rabbitmq stomp 61614" \
+                 "rabbitmq mqtt 1885"; do
+        set -- $entry
+        if port_up "$3"; then line=up; else line=down; fi
+        printf '%-10s %-9s 127.0.0.1:%-6s %s\n' "$1" "$2" "$3" "$line"
+    done
+}
+
+command=${1:-status}; shift || true
+brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq)
+case $command in
+    start) for b in "${brokers[@]}"; do "${b}_start"; done ;;
+    stop) for b in "${brokers[@]}"; do stop_one "$b"; done ;;
+    status) status ;;
+    *) echo "usage: $0 start|stop|status [mosquitto] [activemq] [rabbitmq]" >&2; exit 2 ;;
+esac
