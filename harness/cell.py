@@ -110,8 +110,9 @@ class Cell:
             worker_class = ROLES[group.role].worker
             transport_type = transport_class(group.transport)
             for t in range(group.threads):
+                settings = group.settings(run.node, self.plan.process_index, t)
                 setup = WorkerSetup(group, g, self.plan.process_index, t, run.node,
-                                    self.control, self.outbox, transport_type({}), body,
+                                    self.control, self.outbox, transport_type(settings), body,
                                     self.plan.exclusive.get(g, False),
                                     int(run.reorder_window * 1e9))
                 self.workers.append(worker_class(setup))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import shlex
 import sys
 from typing import Annotated, Any
@@ -29,13 +31,40 @@ console = Console(highlight=False, soft_wrap=not sys.stdout.isatty(),
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 GROUP_PANEL = "Worker group (also inside each --group)"
+CONNECTION_PANEL = "Connection (per group, also inside each --group)"
 RUN_PANEL = "Run"
+PASSWORD_ENV = "HARNESS_PASSWORD"
 
-# Parameters that describe one worker group; every other `run` parameter is run-wide.
-GROUP_PARAMS = ("module", "destination", "group_name", "threads", "processes",
-                "thread_interval", "thread_rate", "rate", "poisson", "ramp", "messages",
-                "size", "body_file", "prop", "correlation_id", "persistent", "transacted",
-                "commit_count", "crc", "reply_timeout")
+# run() parameters whose name differs from the GroupSpec field they set
+_RENAMED = {"group_name": "name", "thread_interval": "thread_interval_ms", "prop": "properties",
+            "heartbeat": "heartbeat_ms"}
+
+
+def _group_params() -> set[str]:
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    return {p.name for p in command.params
+            if getattr(p, "rich_help_panel", None) in (GROUP_PANEL, CONNECTION_PANEL)}
+
+
+def _password(params: dict[str, Any]) -> str | None:
+    """The broker password from --password, --password-env, --password-file or
+    $HARNESS_PASSWORD, in that order."""
+    if params["password"]:
+        return params["password"]
+    if params["password_env"]:
+        value = os.environ.get(params["password_env"])
+        if value is None:
+            raise BadInput("--password-env", f"environment variable {params['password_env']} "
+                           "is not set")
+        return value
+    if params["password_file"]:
+        try:
+            with open(params["password_file"], encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError as exc:
+            raise BadInput("--password-file", f"cannot read {params['password_file']!r}: "
+                           f"{exc.strerror}") from None
+    return os.environ.get(PASSWORD_ENV)
 
 
 def _group_spec(params: dict[str, Any]) -> GroupSpec:
@@ -43,17 +72,11 @@ def _group_spec(params: dict[str, Any]) -> GroupSpec:
         size = parse_size(params["size"])
     except ValueError as exc:
         raise BadInput("-ms", str(exc)) from None
-    return GroupSpec(
-        module=params["module"], destination=params["destination"],
-        name=params["group_name"] or "", threads=params["threads"],
-        processes=params["processes"], thread_interval_ms=params["thread_interval"],
-        thread_rate=params["thread_rate"], rate=params["rate"], poisson=params["poisson"],
-        ramp=params["ramp"], messages=params["messages"], size=size,
-        body_file=params["body_file"],
-        properties=dict(parse_property(p) for p in params["prop"]),
-        correlation_id=params["correlation_id"], persistent=params["persistent"],
-        transacted=params["transacted"], commit_count=params["commit_count"],
-        crc=params["crc"], reply_timeout=params["reply_timeout"])
+    fields = {f.name for f in dataclasses.fields(GroupSpec)}
+    values = {_RENAMED.get(k, k): v for k, v in params.items() if _RENAMED.get(k, k) in fields}
+    values.update(size=size, name=params["group_name"] or "", password=_password(params),
+                  properties=dict(parse_property(p) for p in params["prop"] or []))
+    return GroupSpec(**values)
 
 
 def _parse_group_option(text: str) -> GroupSpec:
@@ -67,8 +90,9 @@ def _parse_group_option(text: str) -> GroupSpec:
         ctx = run_command.make_context("--group", args, resilient_parsing=False)
     except click_errors.UsageError as exc:
         raise BadInput("--group", f"{text!r}: {exc.format_message()}") from None
+    group_params = _group_params()
     for name in ctx.params:
-        if name not in GROUP_PARAMS and \
+        if name not in group_params and \
                 ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
             raise BadInput("--group", f"{text!r}: run-wide options belong outside --group")
     if not ctx.params["module"]:
@@ -138,6 +162,84 @@ def run(
     reply_timeout: Annotated[float, typer.Option(
         "--reply-timeout", help="Seconds a Requestor waits for a reply.",
         rich_help_panel=GROUP_PANEL)] = 5.0,
+    host: Annotated[str, typer.Option(
+        "--host", help="Broker host.", rich_help_panel=CONNECTION_PANEL)] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        "--port", help="Broker port; 0 = the protocol's default (STOMP 61613, MQTT 1883).",
+        rich_help_panel=CONNECTION_PANEL)] = 0,
+    flavour: Annotated[str, typer.Option(
+        "--flavour", help="Broker dialect: STOMP activemq (default), rabbitmq, artemis, "
+        "generic; MQTT mosquitto (default), activemq, rabbitmq, generic.",
+        rich_help_panel=CONNECTION_PANEL)] = "",
+    protocol: Annotated[str, typer.Option(
+        "--protocol", help="Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 or 5 "
+        "(default where the flavour has it).", rich_help_panel=CONNECTION_PANEL)] = "",
+    vhost: Annotated[str | None, typer.Option(
+        "--vhost", help="Virtual host (STOMP host header; RabbitMQ wants /).",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    user: Annotated[str | None, typer.Option(
+        "--user", help="Login user name.", rich_help_panel=CONNECTION_PANEL)] = None,
+    password: Annotated[str | None, typer.Option(
+        "--password", help="Login password (never printed or written; prefer "
+        "--password-env or --password-file).", rich_help_panel=CONNECTION_PANEL)] = None,
+    password_env: Annotated[str | None, typer.Option(
+        "--password-env", help="Read the password from this environment variable "
+        f"(default: ${PASSWORD_ENV} if set).", rich_help_panel=CONNECTION_PANEL)] = None,
+    password_file: Annotated[str | None, typer.Option(
+        "--password-file", help="Read the password from this file.",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    heartbeat: Annotated[int, typer.Option(
+        "--heartbeat", help="STOMP heart-beat in milliseconds, both ways; 0 = none.",
+        rich_help_panel=CONNECTION_PANEL)] = 0,
+    keepalive: Annotated[int, typer.Option(
+        "--keepalive", help="MQTT keep-alive in seconds.",
+        rich_help_panel=CONNECTION_PANEL)] = 60,
+    tls: Annotated[bool, typer.Option(
+        "--tls", help="Connect with TLS.", rich_help_panel=CONNECTION_PANEL)] = False,
+    ca: Annotated[str | None, typer.Option(
+        "--ca", help="CA certificate file to verify the broker with (--tls).",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    cert: Annotated[str | None, typer.Option(
+        "--cert", help="Client certificate file (--tls).",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    key: Annotated[str | None, typer.Option(
+        "--key", help="Client key file (--tls).", rich_help_panel=CONNECTION_PANEL)] = None,
+    client_id: Annotated[str | None, typer.Option(
+        "--client-id", help="Client id prefix; each thread appends its number "
+        "(durable subscriptions and MQTT sessions are keyed by it).",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    ack: Annotated[str, typer.Option(
+        "--ack", help="Acknowledgement: auto, client or client-individual (STOMP).",
+        rich_help_panel=CONNECTION_PANEL)] = "auto",
+    prefetch: Annotated[int, typer.Option(
+        "--prefetch", help="Messages the broker may send ahead of acks; 0 = broker default.",
+        rich_help_panel=CONNECTION_PANEL)] = 0,
+    selector: Annotated[str | None, typer.Option(
+        "--selector", help="JMS message selector on the subscription (ActiveMQ).",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    durable_name: Annotated[str | None, typer.Option(
+        "--durable-name", help="Durable subscription name prefix (each thread appends its "
+        "number).", rich_help_panel=CONNECTION_PANEL)] = None,
+    qos: Annotated[int, typer.Option(
+        "--qos", help="MQTT QoS 0, 1 or 2.", rich_help_panel=CONNECTION_PANEL)] = 0,
+    retain: Annotated[bool, typer.Option(
+        "--retain", help="MQTT retained messages.", rich_help_panel=CONNECTION_PANEL)] = False,
+    clean: Annotated[bool, typer.Option(
+        "--clean/--no-clean", help="MQTT clean start; --no-clean keeps a persistent session.",
+        rich_help_panel=CONNECTION_PANEL)] = True,
+    session_expiry: Annotated[int, typer.Option(
+        "--session-expiry", help="MQTT 5 session expiry in seconds (with --no-clean).",
+        rich_help_panel=CONNECTION_PANEL)] = 0,
+    inflight: Annotated[int, typer.Option(
+        "--inflight", help="MQTT in-flight window (QoS 1 and 2 messages awaiting acks).",
+        rich_help_panel=CONNECTION_PANEL)] = 20,
+    reply_queue: Annotated[str | None, typer.Option(
+        "--reply-queue", help="Requestor: fixed reply queue prefix (one queue per thread, "
+        "<prefix>.<process>.<thread>) instead of temporary queues.",
+        rich_help_panel=CONNECTION_PANEL)] = None,
+    connect_retry: Annotated[int, typer.Option(
+        "--connect-retry", help="Connection attempts to retry at start, with back-off.",
+        rich_help_panel=CONNECTION_PANEL)] = 0,
     group: Annotated[list[str] | None, typer.Option(
         "-g", "--group", help="Another worker group, as a quoted string of the group flags, "
         "e.g. \"-m loopback.Receiver -d Q1 -nt 2\" (repeatable).",
@@ -179,7 +281,7 @@ def run(
 ) -> None:
     """Run worker groups against a broker and measure every message."""
     params = dict(locals())
-    groups = [_group_spec({**params, "prop": prop or []})] if module else []
+    groups = [_group_spec(params)] if module else []
     if not module:
         for flag, value in (("-d", destination), ("-gn", group_name)):
             if value:

@@ -45,6 +45,32 @@ class GroupSpec:
     commit_count: int = 1
     crc: float = 0.0
     reply_timeout: float = 5.0
+    # The connection: each transport reads what it needs (see `harness modules`).
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: the protocol's default port
+    flavour: str = ""  # broker dialect; "": the transport's default
+    protocol: str = ""  # protocol version; "": the transport's default
+    vhost: str | None = None
+    user: str | None = None
+    password: str | None = None  # a secret: never printed, scrubbed from the manifest
+    heartbeat_ms: int = 0
+    keepalive: int = 60
+    tls: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    client_id: str | None = None
+    ack: str = "auto"
+    prefetch: int = 0
+    selector: str | None = None
+    durable_name: str | None = None
+    qos: int = 0
+    retain: bool = False
+    clean: bool = True
+    session_expiry: int = 0
+    inflight: int = 20
+    reply_queue: str | None = None
+    connect_retry: int = 0
 
     @property
     def transport(self) -> str:
@@ -64,6 +90,10 @@ class GroupSpec:
     @property
     def producer(self) -> bool:
         return ROLES[self.role].produces
+
+    def settings(self, node: str, process: int, thread: int) -> dict[str, Any]:
+        """What a transport instance is given: the group's options and where it runs."""
+        return {**asdict(self), "node": node, "process": process, "thread": thread}
 
 
 @dataclass
@@ -140,8 +170,6 @@ def validate_group(group: GroupSpec, index: int) -> None:
         raise BadInput("--rate", "give either -rt (per thread) or --rate (in total), not both")
     if not 0.0 <= group.crc <= 1.0:
         raise BadInput("--crc", f"is a fraction of messages from 0 to 1, got {group.crc:g}")
-    if group.commit_count < 1:
-        raise BadInput("-cc", f"must be >= 1, got {group.commit_count}")
     if (group.ramp or group.poisson) and not group.per_thread_rate:
         flag = "-rp" if group.ramp else "--poisson"
         raise BadInput(flag, "needs a rate (-rt or --rate)")
@@ -155,16 +183,45 @@ def validate_group(group: GroupSpec, index: int) -> None:
             if value:
                 raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
                                "applies to Sender, Publisher and Requestor")
-    capabilities = transport_class(transport_name).capabilities
+    for flag, value, low, high in (("-cc", group.commit_count, 1, None),
+                                   ("--port", group.port, 0, 65535),
+                                   ("--heartbeat", group.heartbeat_ms, 0, None),
+                                   ("--keepalive", group.keepalive, 0, 65535),
+                                   ("--prefetch", group.prefetch, 0, None),
+                                   ("--session-expiry", group.session_expiry, 0, None),
+                                   ("--inflight", group.inflight, 1, 65535),
+                                   ("--connect-retry", group.connect_retry, 0, None)):
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"from {low} to {high}"
+            raise BadInput(flag, f"must be {bound}, got {value}")
+    for flag, path in (("--ca", group.ca), ("--cert", group.cert), ("--key", group.key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise BadInput(flag, f"cannot read {path!r}")
+        if path is not None and not group.tls:
+            raise BadInput(flag, "needs --tls")
+    transport = transport_class(transport_name)
+    settings = group.settings("", 0, 0)
+    for flag, problem in transport.problems(settings):
+        raise BadInput(flag, problem)
+    capabilities = transport.capabilities_for(settings)
     needed = [(f"-m {group.module}", cap) for cap in role.needs]
-    if group.persistent:
-        needed.append(("-pp", Capability.PERSISTENT))
-    if group.transacted:
-        needed.append(("-tx", Capability.TRANSACTIONS))
+    for flag, wanted, cap in (("-pp", group.persistent, Capability.PERSISTENT),
+                              ("-tx", group.transacted, Capability.TRANSACTIONS),
+                              ("--selector", group.selector, Capability.SELECTORS),
+                              ("--durable-name", group.durable_name, Capability.DURABLE),
+                              ("--qos", group.qos, Capability.QOS)):
+        if wanted:
+            needed.append((flag, cap))
+    flavour = f" ({group.flavour})" if group.flavour else ""
     for flag, cap in needed:
         if not cap & capabilities:
-            raise BadInput(flag, f"transport {transport_name} does not support "
+            raise BadInput(flag, f"transport {transport_name}{flavour} does not support "
                            f"{cap.name.lower().replace('_', ' ')}")
+    if group.selector and not role.consumes:
+        raise BadInput("--selector", f"{role_name} does not consume; selectors filter what "
+                       "Receiver, Subscriber and Responder receive")
+    if group.durable_name and role_name != "Subscriber":
+        raise BadInput("--durable-name", "durable subscriptions are for Subscriber")
 
 
 def assign_group_names(groups: list[GroupSpec]) -> None:

@@ -130,6 +130,7 @@ class Worker(threading.Thread):
                 self.failure = self.failure or f"close: {exc}"
             if self.tracker is not None:
                 self.tracker.finish()
+            self.take_outage()
             self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
             self.done_through = 1 << 62
             self.finished = True
@@ -138,12 +139,18 @@ class Worker(threading.Thread):
         """Hand this interval's buffer to the cell and move to the interval that holds now."""
         if self.tracker is not None:
             self.tracker.expire(now)
+        self.take_outage()
         self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
         control = self.control
         index = max((now - control.start_ns) // control.interval_ns, self.interval_index + 1)
         self.interval_index = index
         self.next_boundary = control.start_ns + (index + 1) * control.interval_ns
         self.done_through = index - 1
+
+    def take_outage(self) -> None:
+        reconnects, outage_ns = self.transport.take_outage()
+        self.rec.reconnects += reconnects
+        self.rec.outage_ms += outage_ns // 1_000_000
 
     def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
         """Sleep until due (monotonic ns), handing off intervals on the way; False if told

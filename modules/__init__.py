@@ -9,6 +9,7 @@ from modules.base import Transport
 # Imported lazily so that a missing client library only matters when its transport is used.
 TRANSPORTS: dict[str, str] = {
     "loopback": "modules.loopback:LoopbackTransport",
+    "stomp": "modules.stomp:StompTransport",
 }
 
 

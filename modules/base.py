@@ -9,6 +9,7 @@ silently ignored.
 from __future__ import annotations
 
 import enum
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, NamedTuple
@@ -41,12 +42,12 @@ class Message:
     """
 
     __slots__ = ("body", "producer", "seq", "ts", "sent", "crc", "properties", "correlation_id",
-                 "reply_to", "persistent")
+                 "reply_to", "persistent", "handle")
 
     def __init__(self, body: bytes, producer: str, seq: int, ts: int, sent: int,
                  crc: int | None = None, properties: Mapping[str, str] | None = None,
                  correlation_id: str | None = None, reply_to: Destination | None = None,
-                 persistent: bool = False) -> None:
+                 persistent: bool = False, handle: Any = None) -> None:
         self.body = body
         self.producer = producer
         self.seq = seq
@@ -57,6 +58,8 @@ class Message:
         self.correlation_id = correlation_id
         self.reply_to = reply_to
         self.persistent = persistent
+        # What the transport needs to acknowledge this message; opaque to the roles.
+        self.handle = handle
 
 
 class TransportError(Exception):
@@ -64,7 +67,11 @@ class TransportError(Exception):
 
 
 class Transport(ABC):
-    """One connection (and session) to a broker, owned by one worker thread."""
+    """One connection (and session) to a broker, owned by one worker thread.
+
+    settings holds the worker group's options (harness.config.GroupSpec as a dict: host, port,
+    flavour, user, password, tls, ack, qos, ...) and the worker's node, process and thread.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str]
@@ -72,6 +79,41 @@ class Transport(ABC):
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.settings = settings
+        self.reconnects = 0
+        self.outage_ns = 0
+        self._down_since: int | None = None
+
+    @classmethod
+    def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
+        """What this transport can do with these settings (a broker flavour, a protocol
+        version); the run is refused before it starts if a role or option needs more."""
+        return cls.capabilities
+
+    @classmethod
+    def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(flag, problem) for every setting this transport cannot accept."""
+        return []
+
+    # -- outage accounting, reported by the workers every interval
+    def went_down(self) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic_ns()
+
+    def came_up(self) -> None:
+        if self._down_since is not None:
+            self.outage_ns += time.monotonic_ns() - self._down_since
+            self._down_since = None
+            self.reconnects += 1
+
+    def take_outage(self) -> tuple[int, int]:
+        """(reconnects, outage ns) since the last call, counting an outage still under way."""
+        if self._down_since is not None:
+            now = time.monotonic_ns()
+            self.outage_ns += now - self._down_since
+            self._down_since = now
+        taken = self.reconnects, self.outage_ns
+        self.reconnects = self.outage_ns = 0
+        return taken
 
     @abstractmethod
     def connect(self) -> None: ...

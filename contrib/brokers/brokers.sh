@@ -58,20 +58,37 @@ CONF
 
 # --- ActiveMQ ------------------------------------------------------------------------------
 ACTIVEMQ_XML=/etc/activemq/instances-available/main/activemq.xml
-activemq_start() {
-    if port_up 61613 && port_up 1884 && port_up 61616; then
-        say "activemq: already up on 61616, 61613, 1884"; return
+# Without tcpNoDelay ActiveMQ's STOMP and MQTT sockets hold small frames back for the peer's
+# delayed ACK: about 20 ms of median latency at 1,000 msg/s that belongs to no broker work.
+STOMP_URI='stomp://127.0.0.1:61613?transport.tcpNoDelay=true'
+MQTT_URI='mqtt://127.0.0.1:1884?transport.tcpNoDelay=true'
+activemq_configure() {  # prints "changed" when it edited the configuration
+    if ! grep -q 'stomp://127.0.0.1:61613' "$ACTIVEMQ_XML"; then
+        as_root sed -i "s#</transportConnectors>#    <transportConnector name=\"stomp\" uri=\"$STOMP_URI\"/>\n            <transportConnector name=\"mqtt\" uri=\"$MQTT_URI\"/>\n        </transportConnectors>#" "$ACTIVEMQ_XML"
+        echo changed
+    elif ! grep -qF "$STOMP_URI" "$ACTIVEMQ_XML" || ! grep -qF "$MQTT_URI" "$ACTIVEMQ_XML"; then
+        as_root sed -i -e "s#uri=\"stomp://127.0.0.1:61613[^\"]*\"#uri=\"$STOMP_URI\"#" \
+            -e "s#uri=\"mqtt://127.0.0.1:1884[^\"]*\"#uri=\"$MQTT_URI\"#" "$ACTIVEMQ_XML"
+        echo changed
     fi
+}
+activemq_start() {
     ensure_packages activemq libmqtt-client-java
     # Its MQTT connector never answers CONNECT without the MQTT codec on the class path.
     [ -e /usr/share/activemq/lib/mqtt-client.jar ] || \
         as_root ln -s /usr/share/java/mqtt-client.jar /usr/share/activemq/lib/mqtt-client.jar
-    if ! grep -q 'stomp://127.0.0.1:61613' "$ACTIVEMQ_XML"; then
-        as_root sed -i 's#</transportConnectors>#    <transportConnector name="stomp" uri="stomp://127.0.0.1:61613"/>\n            <transportConnector name="mqtt" uri="mqtt://127.0.0.1:1884"/>\n        </transportConnectors>#' "$ACTIVEMQ_XML"
-    fi
+    local changed; changed=$(activemq_configure)
     [ -e /etc/activemq/instances-enabled/main ] || \
         as_root ln -s ../instances-available/main /etc/activemq/instances-enabled/main
-    as_root /etc/init.d/activemq start >/dev/null 2>&1 || true
+    if port_up 61616 && port_up 61613 && port_up 1884 && [ -z "$changed" ]; then
+        say "activemq: already up on 61616, 61613, 1884"; return
+    fi
+    if port_up 61616; then
+        say "activemq: restarting to apply its connector settings"
+        as_root /etc/init.d/activemq restart >/dev/null 2>&1 || true
+    else
+        as_root /etc/init.d/activemq start >/dev/null 2>&1 || true
+    fi
     wait_ports 90 61616 61613 1884
     activemq_pid > "$STATE/activemq.pid" || true
     say "activemq: started on 61616, 61613, 1884"

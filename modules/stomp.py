@@ -1,0 +1,316 @@
+"""STOMP 1.1 / 1.2 through stomp.py, with broker flavours for ActiveMQ, RabbitMQ and Artemis.
+
+The harness's fields travel as headers (harness-producer, harness-seq, harness-intended,
+harness-sent, harness-crc); properties are headers too, so ActiveMQ selectors see them. A
+flavour picks the header dialect and the capabilities: RabbitMQ ignores `selector` and
+ActiveMQ's durable subscription name without a word, so there they are refused before the run.
+
+Persistent messages are sent with a receipt and the send waits for it, as a JMS persistent
+send does: a message is counted as sent only once the broker has it, so a broker restart
+cannot make the harness report as lost what it never delivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import stomp
+import stomp.exception
+
+from modules.base import Capability, Destination, Message, Transport, TransportError
+from modules.inbox import Inbox
+
+H_PRODUCER, H_SEQ, H_INTENDED, H_SENT, H_CRC = (
+    "harness-producer", "harness-seq", "harness-intended", "harness-sent", "harness-crc")
+DEFAULT_PORT = 61613
+RECEIPT_TIMEOUT_S = 10.0
+RECONNECT_EVERY_S = 0.5
+ACK_MODES = ("auto", "client", "client-individual")
+
+_BASE = (Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT
+         | Capability.TRANSACTIONS | Capability.REQUEST_REPLY)
+FLAVOURS: dict[str, Capability] = {
+    "activemq": _BASE | Capability.SELECTORS | Capability.DURABLE | Capability.TEMP_QUEUES,
+    "artemis": _BASE | Capability.SELECTORS | Capability.DURABLE,
+    "rabbitmq": _BASE | Capability.DURABLE | Capability.TEMP_QUEUES,
+    "generic": _BASE,
+}
+
+
+class _Listener(stomp.ConnectionListener):
+    """Runs on stomp.py's receiver thread: hands frames to the worker, never blocks."""
+
+    def __init__(self, transport: StompTransport) -> None:
+        self.transport = transport
+
+    def on_message(self, frame: Any) -> None:
+        self.transport.inbox.put(frame)
+
+    def on_receipt(self, frame: Any) -> None:
+        event = self.transport.receipts.pop(frame.headers.get("receipt-id"), None)
+        if event is not None:
+            event.set()
+
+    def on_error(self, frame: Any) -> None:
+        message = frame.headers.get("message") or (frame.body or b"")[:200]
+        if isinstance(message, bytes):
+            message = message.decode("utf-8", "replace")
+        self.transport.broker_errors.append(str(message).strip())
+
+    def on_disconnected(self) -> None:
+        self.transport.connected = False
+        self.transport.went_down()
+        for event in list(self.transport.receipts.values()):
+            event.set()
+
+
+class StompTransport(Transport):
+    name = "stomp"
+    description = "STOMP 1.1/1.2 via stomp.py; flavours activemq, rabbitmq, artemis, generic"
+    capabilities = FLAVOURS["activemq"]
+
+    @classmethod
+    def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
+        return FLAVOURS.get(settings.get("flavour") or "activemq", FLAVOURS["generic"])
+
+    @classmethod
+    def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        out = []
+        if (settings.get("flavour") or "activemq") not in FLAVOURS:
+            out.append(("--flavour", f"STOMP flavours are {', '.join(FLAVOURS)}"))
+        if (settings.get("protocol") or "1.2") not in ("1.1", "1.2"):
+            out.append(("--protocol", "STOMP versions are 1.1 and 1.2"))
+        if settings.get("ack", "auto") not in ACK_MODES:
+            out.append(("--ack", f"STOMP acknowledgement modes are {', '.join(ACK_MODES)}"))
+        if settings.get("qos"):
+            out.append(("--qos", "QoS is an MQTT setting; STOMP has --ack and -pp"))
+        return out
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        super().__init__(settings)
+        self.flavour = settings.get("flavour") or "activemq"
+        self.inbox: Inbox[Any] = Inbox()
+        self.receipts: dict[str, threading.Event] = {}
+        self.broker_errors: list[str] = []
+        self.connected = False
+        self.conn: Any = None
+        self.transaction: str | None = None
+        self.subscription: tuple[Destination, dict[str, str], str] | None = None
+        self.ack_mode = "client-individual" if settings.get("transacted") else \
+            settings.get("ack", "auto")
+        self.client_id = self._client_id()
+        self._ids = itertools.count(1)
+        self._last_attempt = 0.0
+
+    def _client_id(self) -> str | None:
+        prefix = self.settings.get("client_id")
+        if prefix is None and self.settings.get("durable_name"):
+            # A durable subscription on ActiveMQ lives under a client id: make a stable one.
+            prefix = f"{self.settings.get('node')}-{self.settings.get('name')}-"
+        if prefix is None:
+            return None
+        return f"{prefix}{self.settings.get('process', 0)}.{self.settings.get('thread', 0)}"
+
+    # -- connection
+    def connect(self) -> None:
+        retries = int(self.settings.get("connect_retry") or 0)
+        for attempt in range(retries + 1):
+            try:
+                self._open()
+                return
+            except TransportError:
+                if attempt == retries:
+                    raise
+                time.sleep(min(0.5 * 2 ** attempt, 10.0))
+
+    def _open(self) -> None:
+        s = self.settings
+        host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
+        beat = int(s.get("heartbeat_ms") or 0)
+        connection_type = stomp.Connection11 if s.get("protocol") == "1.1" else stomp.Connection12
+        conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.get("vhost"),
+                               auto_decode=False, reconnect_attempts_max=1, timeout=5)
+        if s.get("tls"):
+            conn.set_ssl(for_hosts=[(host, port)], key_file=s.get("key"),
+                         cert_file=s.get("cert"), ca_certs=s.get("ca"),
+                         ssl_version=ssl.PROTOCOL_TLS_CLIENT)
+        conn.set_listener("harness", _Listener(self))
+        headers = {"client-id": self.client_id} if self.client_id else {}
+        try:
+            conn.connect(s.get("user"), s.get("password"), wait=True, headers=headers)
+        except (stomp.exception.StompException, OSError) as exc:
+            detail = self.broker_errors.pop() if self.broker_errors else \
+                (str(exc) or type(exc).__name__)
+            raise TransportError(f"cannot connect to {host}:{port}: {detail}") from None
+        if not conn.is_connected():
+            detail = self.broker_errors.pop() if self.broker_errors else "refused"
+            raise TransportError(f"cannot connect to {host}:{port}: {detail}")
+        # stomp.py leaves Nagle's algorithm on: small frames would wait for delayed ACKs
+        # (tens of milliseconds) and the harness would report that as broker latency.
+        sock = getattr(conn.transport, "socket", None)
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.conn = conn
+        self.connected = True
+
+    def _reconnect(self) -> None:
+        """Reconnect (at most every RECONNECT_EVERY_S) and resubscribe, or raise."""
+        now = time.monotonic()
+        if now - self._last_attempt < RECONNECT_EVERY_S:
+            raise TransportError("not connected")
+        self._last_attempt = now
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.disconnect()
+        self.went_down()
+        self.transaction = None
+        self._open()
+        if self.subscription is not None:
+            destination, headers, ack = self.subscription
+            self.conn.subscribe(self._name(destination), id=headers["id"], ack=ack,
+                                headers={k: v for k, v in headers.items() if k != "id"})
+        self.came_up()
+
+    def _check(self) -> None:
+        if self.broker_errors:
+            raise TransportError(f"broker error: {self.broker_errors.pop(0)}")
+        if not self.connected:
+            self._reconnect()
+
+    @staticmethod
+    def _name(destination: Destination) -> str:
+        if destination.name.startswith("/"):
+            return destination.name  # a broker-given name such as /remote-temp-queue/...
+        return f"/{'topic' if destination.kind == 'topic' else 'queue'}/{destination.name}"
+
+    # -- messages
+    def send(self, destination: Destination, message: Message) -> None:
+        self._check()
+        headers = {H_PRODUCER: message.producer, H_SEQ: message.seq,
+                   H_INTENDED: message.ts, H_SENT: message.sent}
+        if message.crc is not None:
+            headers[H_CRC] = message.crc
+        if message.properties:
+            headers.update(message.properties)
+        if message.correlation_id is not None:
+            headers["correlation-id"] = message.correlation_id
+        if message.reply_to is not None:
+            headers["reply-to"] = self._name(message.reply_to)
+        if self.transaction is not None:
+            headers["transaction"] = self.transaction
+        # RabbitMQ refuses persistent:false on a queue its subscriber declared: leave it out.
+        event = None
+        if message.persistent:
+            headers["persistent"] = "true"
+            if self.transaction is None:
+                receipt = f"r{next(self._ids)}"
+                headers["receipt"] = receipt
+                event = self.receipts[receipt] = threading.Event()
+        try:
+            self.conn.send(self._name(destination), message.body, headers=headers)
+        except (stomp.exception.StompException, OSError) as exc:
+            self.connected = False
+            self.went_down()
+            raise TransportError(f"send failed: {exc or type(exc).__name__}") from None
+        if event is not None and (not event.wait(RECEIPT_TIMEOUT_S) or not self.connected):
+            self.receipts.pop(headers["receipt"], None)
+            raise TransportError("persistent send not confirmed by the broker")
+
+    def subscribe(self, destination: Destination, *, selector: str | None = None,
+                  durable_name: str | None = None, qos: int | None = None) -> None:
+        s = self.settings
+        selector = selector or s.get("selector")
+        durable = durable_name or s.get("durable_name")
+        headers: dict[str, str] = {"id": f"sub-{uuid.uuid4().hex[:8]}"}
+        if selector:
+            headers["selector"] = selector
+        if durable:
+            name = f"{durable}{s.get('process', 0)}.{s.get('thread', 0)}"
+            if self.flavour == "rabbitmq":
+                # RabbitMQ names the durable queue after the subscription id.
+                headers.update({"id": name, "durable": "true", "auto-delete": "false"})
+            elif self.flavour == "artemis":
+                headers["durable-subscription-name"] = name
+            else:
+                headers["activemq.subscriptionName"] = name
+        if s.get("prefetch"):
+            key = "prefetch-count" if self.flavour == "rabbitmq" else "activemq.prefetchSize"
+            headers[key] = str(s["prefetch"])
+        self.subscription = (destination, headers, self.ack_mode)
+        if self.flavour == "rabbitmq" and destination.name.startswith("/temp-queue/"):
+            return  # RabbitMQ subscribes a reply-to temp queue by itself on first use
+        self._check()
+        self.conn.subscribe(self._name(destination), id=headers["id"], ack=self.ack_mode,
+                            headers={k: v for k, v in headers.items() if k != "id"})
+
+    def receive(self, timeout: float) -> Message | None:
+        if self.broker_errors or not self.connected:
+            try:
+                self._check()
+            except TransportError:
+                time.sleep(timeout)
+                raise
+        frame = self.inbox.get(timeout)
+        if frame is None:
+            return None
+        h = frame.headers
+        reply_to = h.get("reply-to")
+        crc = h.get(H_CRC)
+        return Message(frame.body, h.get(H_PRODUCER, ""), int(h.get(H_SEQ, -1)),
+                       int(h.get(H_INTENDED, 0)), int(h.get(H_SENT, 0)),
+                       int(crc) if crc is not None else None, None, h.get("correlation-id"),
+                       Destination("queue", reply_to) if reply_to else None,
+                       h.get("persistent") == "true",
+                       (h.get("ack") or h.get("message-id"), h.get("subscription")))
+
+    def ack(self, message: Message) -> None:
+        if self.ack_mode == "auto" or message.handle is None:
+            return
+        ack_id, subscription = message.handle
+        try:
+            if isinstance(self.conn, stomp.Connection11):
+                self.conn.ack(ack_id, subscription, transaction=self.transaction)
+            else:
+                self.conn.ack(ack_id, transaction=self.transaction)
+        except (stomp.exception.StompException, OSError) as exc:
+            self.connected = False
+            raise TransportError(f"ack failed: {exc or type(exc).__name__}") from None
+
+    def temporary_queue(self) -> Destination:
+        prefix = self.settings.get("reply_queue")
+        if prefix:
+            return Destination("queue", f"{prefix}.{self.settings.get('process', 0)}."
+                                        f"{self.settings.get('thread', 0)}")
+        return Destination("queue", f"/temp-queue/harness-{uuid.uuid4().hex[:12]}")
+
+    # -- transactions
+    def begin(self) -> None:
+        self._check()
+        self.transaction = self.conn.begin()
+
+    def commit(self) -> None:
+        transaction, self.transaction = self.transaction, None
+        if transaction is None:
+            raise TransportError("commit without a transaction")
+        self._check()
+        self.conn.commit(transaction)
+
+    def abort(self) -> None:
+        transaction, self.transaction = self.transaction, None
+        if transaction is not None and self.connected:
+            self.conn.abort(transaction)
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None and conn.is_connected():
+            with contextlib.suppress(Exception):
+                conn.disconnect()
+        self.connected = False
