@@ -84,7 +84,7 @@ class _Consumer(Worker):
     def work(self) -> None:
         group = self.group
         control, rec = self.control, self.rec
-        receive = self.transport.receive
+        receive, ack = self.transport.receive, self.transport.ack
         tracker = self.tracker
         crc_every = self.crc_every
         limit = group.messages or -1
@@ -113,6 +113,7 @@ class _Consumer(Worker):
                     and zlib.crc32(message.body) != message.crc:
                 rec.corrupt += 1
             self.handle(message)
+            ack(message)
             count += 1
             if transacted and count % commit_count == 0:
                 self.commit()

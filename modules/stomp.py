@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import socket
 import ssl
 import threading
@@ -27,6 +28,9 @@ import stomp.exception
 
 from modules.base import Capability, Destination, Message, Transport, TransportError
 from modules.inbox import Inbox
+
+# stomp.py logs every failed connection attempt itself; the harness reports failures once.
+logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
 
 H_PRODUCER, H_SEQ, H_INTENDED, H_SENT, H_CRC = (
     "harness-producer", "harness-seq", "harness-intended", "harness-sent", "harness-crc")
@@ -146,6 +150,10 @@ class StompTransport(Transport):
         headers = {"client-id": self.client_id} if self.client_id else {}
         try:
             conn.connect(s.get("user"), s.get("password"), wait=True, headers=headers)
+        except stomp.exception.ConnectFailedException:
+            detail = self.broker_errors.pop() if self.broker_errors else \
+                "refused or unreachable"
+            raise TransportError(f"cannot connect to {host}:{port}: {detail}") from None
         except (stomp.exception.StompException, OSError) as exc:
             detail = self.broker_errors.pop() if self.broker_errors else \
                 (str(exc) or type(exc).__name__)
@@ -173,10 +181,8 @@ class StompTransport(Transport):
         self.went_down()
         self.transaction = None
         self._open()
-        if self.subscription is not None:
-            destination, headers, ack = self.subscription
-            self.conn.subscribe(self._name(destination), id=headers["id"], ack=ack,
-                                headers={k: v for k, v in headers.items() if k != "id"})
+        if self.subscription is not None and not self._auto_subscribed(self.subscription[0]):
+            self._subscribe(*self.subscription)
         self.came_up()
 
     def _check(self) -> None:
@@ -184,6 +190,29 @@ class StompTransport(Transport):
             raise TransportError(f"broker error: {self.broker_errors.pop(0)}")
         if not self.connected:
             self._reconnect()
+
+    def _receipt(self, headers: dict[str, Any]) -> threading.Event:
+        receipt = f"r{next(self._ids)}"
+        headers["receipt"] = receipt
+        event = self.receipts[receipt] = threading.Event()
+        return event
+
+    def _confirmed(self, event: threading.Event, headers: dict[str, Any]) -> bool:
+        if event.wait(RECEIPT_TIMEOUT_S) and self.connected:
+            return True
+        self.receipts.pop(headers["receipt"], None)
+        return False
+
+    def _subscribe(self, destination: Destination, headers: dict[str, str], ack: str) -> None:
+        """Subscribe and wait for the broker's receipt, so that a topic subscription exists
+        before any publisher starts, as a JMS consumer's creation is synchronous."""
+        frame_headers = {k: v for k, v in headers.items() if k != "id"}
+        event = self._receipt(frame_headers)
+        self.conn.subscribe(self._name(destination), id=headers["id"], ack=ack,
+                            headers=frame_headers)
+        if not self._confirmed(event, frame_headers):
+            detail = self.broker_errors.pop(0) if self.broker_errors else "no receipt"
+            raise TransportError(f"subscribe to {destination.name} failed: {detail}")
 
     @staticmethod
     def _name(destination: Destination) -> str:
@@ -211,17 +240,14 @@ class StompTransport(Transport):
         if message.persistent:
             headers["persistent"] = "true"
             if self.transaction is None:
-                receipt = f"r{next(self._ids)}"
-                headers["receipt"] = receipt
-                event = self.receipts[receipt] = threading.Event()
+                event = self._receipt(headers)
         try:
             self.conn.send(self._name(destination), message.body, headers=headers)
         except (stomp.exception.StompException, OSError) as exc:
             self.connected = False
             self.went_down()
             raise TransportError(f"send failed: {exc or type(exc).__name__}") from None
-        if event is not None and (not event.wait(RECEIPT_TIMEOUT_S) or not self.connected):
-            self.receipts.pop(headers["receipt"], None)
+        if event is not None and not self._confirmed(event, headers):
             raise TransportError("persistent send not confirmed by the broker")
 
     def subscribe(self, destination: Destination, *, selector: str | None = None,
@@ -245,11 +271,14 @@ class StompTransport(Transport):
             key = "prefetch-count" if self.flavour == "rabbitmq" else "activemq.prefetchSize"
             headers[key] = str(s["prefetch"])
         self.subscription = (destination, headers, self.ack_mode)
-        if self.flavour == "rabbitmq" and destination.name.startswith("/temp-queue/"):
-            return  # RabbitMQ subscribes a reply-to temp queue by itself on first use
+        if self._auto_subscribed(destination):
+            return
         self._check()
-        self.conn.subscribe(self._name(destination), id=headers["id"], ack=self.ack_mode,
-                            headers={k: v for k, v in headers.items() if k != "id"})
+        self._subscribe(destination, headers, self.ack_mode)
+
+    def _auto_subscribed(self, destination: Destination) -> bool:
+        # RabbitMQ subscribes a reply-to temporary queue by itself on first use.
+        return self.flavour == "rabbitmq" and destination.name.startswith("/temp-queue/")
 
     def receive(self, timeout: float) -> Message | None:
         if self.broker_errors or not self.connected:

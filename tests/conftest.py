@@ -69,3 +69,26 @@ def harness(tmp_path: Path):
         return Finished(proc.returncode, proc.stdout, proc.stderr, only_run_dir(out))
 
     return run
+
+
+# Real brokers, started by the project's own script (tests never skip for a missing broker).
+BROKERS = {
+    "activemq": {"stomp": ["--port", "61613", "--flavour", "activemq"],
+                 "mqtt": ["--port", "1884", "--flavour", "activemq"]},
+    "rabbitmq": {"stomp": ["--port", "61614", "--flavour", "rabbitmq", "--vhost", "/"],
+                 "mqtt": ["--port", "1885", "--flavour", "rabbitmq"]},
+    "mosquitto": {"mqtt": ["--port", "1883", "--flavour", "mosquitto"]},
+}
+
+
+@pytest.fixture(scope="session")
+def brokers():
+    subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start"],
+                   check=True, timeout=900)
+    return BROKERS
+
+
+def unique(prefix: str) -> str:
+    """A destination name no other test (or earlier run) has used."""
+    import uuid
+    return f"{prefix}.{uuid.uuid4().hex[:10]}"
