@@ -32,6 +32,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[st
         text += (f" | {head} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
                  f" p99={format_us(p['p99'])} p99.9={format_us(p['p99.9'])}"
                  f" max={format_us(p['max'])}")
+        if c["reconnects"] or c["outage_ms"]:
+            text += f" reconnects={c['reconnects']} outage={c['outage_ms'] / 1000:.1f}s"
         if "delay" in group.histograms:
             text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
         if group.threads_up < group.threads:
@@ -86,6 +88,11 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       f"core; CPU ms/msg {ms:.4f} (1000 ms a second; the WMB report used 1024)"
                       if ms is not None else f"broker cpu: mean {broker['mean']:.0f}%",
                       highlight=False)
+    for name, g in summary["groups"].items():
+        if g["reconnects"] or g["outage_ms"]:
+            console.print(f"outage {name}: {g['reconnects']} reconnects, "
+                          f"{g['outage_ms'] / 1000:.1f} s disconnected (summed over threads), "
+                          f"{g['errors']} errors", highlight=False, style="yellow")
     for check in summary["delivery"]:
         bad = check["missing"] or check["unexpected"] or check["duplicated"]
         console.print(f"delivery {check['destination']}: expected {check['expected']}, "

@@ -93,7 +93,11 @@ class _Consumer(Worker):
         count = 0
         last = now_ns()
         while control.consuming and count != limit:
-            message = receive(POLL_S)
+            try:
+                message = receive(POLL_S)
+            except TransportError:
+                rec.errors += 1  # the transport reconnects; the outage is counted there
+                message = None
             now = now_ns()
             if now >= self.next_boundary:
                 self.flush(now)
@@ -113,7 +117,10 @@ class _Consumer(Worker):
                     and zlib.crc32(message.body) != message.crc:
                 rec.corrupt += 1
             self.handle(message)
-            ack(message)
+            try:
+                ack(message)
+            except TransportError:
+                rec.errors += 1  # unacknowledged: the broker redelivers, seen as a duplicate
             count += 1
             if transacted and count % commit_count == 0:
                 self.commit()
@@ -200,7 +207,11 @@ class Requestor(Worker):
             rec.bytes += size
             deadline = now + timeout_ns
             while True:
-                reply = receive(POLL_S)
+                try:
+                    reply = receive(POLL_S)
+                except TransportError:
+                    rec.errors += 1
+                    reply = None
                 done = now_ns()
                 if done >= self.next_boundary:
                     self.flush(done)

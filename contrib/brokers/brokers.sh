@@ -6,7 +6,8 @@
 #   ActiveMQ 5.17   OpenWire 61616, STOMP 61613, MQTT 1884
 #   RabbitMQ 3.10   AMQP 5672, STOMP 61614, MQTT 1885
 #
-# usage: brokers.sh start|stop|status [mosquitto] [activemq] [rabbitmq]   (default: all three)
+# usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq]
+#        (default: all three; restart is for fault tests: it restarts whoever started the broker)
 #
 # Idempotent: a broker that already runs is kept, and only the listener or plugin we need is
 # added to it. `stop` stops only what this script started (by the PIDs it recorded).
@@ -140,6 +141,28 @@ stop_one() {
             else say "rabbitmq: not started by this script; left alone"; fi ;;
     esac
 }
+restart_one() {
+    case $1 in
+        mosquitto)
+            if [ -f "$STATE/mosquitto.pid" ]; then
+                as_root kill "$(cat "$STATE/mosquitto.pid")" 2>/dev/null || true
+                rm -f "$STATE/mosquitto.pid"
+            else
+                as_root pkill -x mosquitto 2>/dev/null || true
+            fi
+            for _ in $(seq 50); do port_up 1883 || break; sleep 0.1; done
+            mosquitto_start ;;
+        activemq)
+            as_root /etc/init.d/activemq restart >/dev/null 2>&1 || true
+            wait_ports 90 61616 61613 1884
+            activemq_pid > "$STATE/activemq.pid" || true
+            say "activemq: restarted" ;;
+        rabbitmq)
+            as_root rabbitmqctl -q stop_app >/dev/null && as_root rabbitmqctl -q start_app >/dev/null
+            wait_ports 90 5672 61614 1885
+            say "rabbitmq: restarted" ;;
+    esac
+}
 status() {
     local line
     for entry in "mosquitto mqtt 1883" "activemq openwire 61616" "activemq stomp 61613" \
@@ -156,6 +179,7 @@ brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq
 case $command in
     start) for b in "${brokers[@]}"; do "${b}_start"; done ;;
     stop) for b in "${brokers[@]}"; do stop_one "$b"; done ;;
+    restart) for b in "${brokers[@]}"; do restart_one "$b"; done ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|status [mosquitto] [activemq] [rabbitmq]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq]" >&2; exit 2 ;;
 esac
