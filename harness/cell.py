@@ -89,6 +89,7 @@ class Cell:
         self.run = plan.run
         self.control = Control(0, int(self.run.interval * 1e9), int(DRAIN_IDLE_S * 1e9))
         self.outbox: deque[Handoff] = deque()
+        self.streams: list[dict[str, Any]] = []
         self.workers: list[Worker] = []
         self.collector: threading.Thread | None = None
         self.process = psutil.Process()
@@ -200,7 +201,11 @@ class Cell:
                        groups: list[int]) -> None:
         outbox = self.outbox
         while outbox:
-            (group, _thread), interval, sample = outbox.popleft()
+            (group, thread), interval, sample = outbox.popleft()
+            if sample.streams is not None:
+                self.streams.append({"group": group, "thread": thread,
+                                     "process": self.plan.process_index,
+                                     "positions": sample.streams})
             # A hand-off for an interval already reported goes to the earliest open one.
             interval = max(interval, index)
             slot = pending.get(interval)
@@ -219,6 +224,8 @@ class Cell:
             "length_s": length_ns / 1e9, "final": end_ns is not None,
             "cpu": self.process.cpu_percent(None), "groups": {},
         }
+        if end_ns is not None:
+            report["streams"] = self.streams
         for g in self.plan.group_indexes:
             group = self.run.groups[g]
             histograms: dict[str, str] = {}

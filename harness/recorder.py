@@ -21,6 +21,9 @@ class Sample(NamedTuple):
 
     values: dict[str, array[int]]
     counters: dict[str, int]
+    # In a worker's last sample only: for a producer, messages sent per producer id; for a
+    # consumer that checks sequences, the next number it expected from each producer.
+    streams: dict[str, int] | None = None
 
 
 class Recorder:

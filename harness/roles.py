@@ -58,6 +58,7 @@ class _Producer(Worker):
             rec.sent += 1
             rec.bytes += size
             seq += 1
+            self.stream_position = seq
             if transacted and seq % commit_count == 0:
                 self.commit()
         if transacted and seq % commit_count:
@@ -250,8 +251,7 @@ ROLES: dict[str, RoleInfo] = {
     "Subscriber": RoleInfo(Subscriber, "subscribes to a topic; checks sequence, loss, CRC",
                            False, True, (Capability.TOPICS,)),
     "Requestor": RoleInfo(Requestor, "sends requests and times each reply (round trip)", True,
-                          True, (Capability.QUEUES, Capability.REQUEST_REPLY,
-                                 Capability.TEMP_QUEUES)),
+                          True, (Capability.REQUEST_REPLY, Capability.TEMP_QUEUES)),
     "Responder": RoleInfo(Responder, "answers requests from a queue to their reply-to", False,
-                          True, (Capability.QUEUES, Capability.REQUEST_REPLY)),
+                          True, (Capability.REQUEST_REPLY,)),
 }

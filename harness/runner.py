@@ -222,6 +222,7 @@ class Controller:
         drain_sent = stop_sent = False
         exit_code = 0
         done: set[int] = set()
+        streams: list[dict[str, Any]] = []
         with _Signals() as signals:
             while len(done) < len(self.cells):
                 now = time.time()
@@ -273,10 +274,16 @@ class Controller:
                     producing[process] = sum(g["producing"] for g in report["groups"].values())
                     if report["final"]:
                         finals[process] = index
+                        streams.extend(report.get("streams", ()))
                     next_index = self._emit_complete(pending, finals, next_index, stop_at)
         next_index = self._emit_complete(pending, finals, next_index, stop_at, flush=True)
         for cell in self.cells:
             cell.join(2.0)
+        if exit_code == 0:
+            for group, tail in self.stats.reconcile(streams).items():
+                writer.write_interval([{"type": "reconciliation", "v": SCHEMA_VERSION,
+                                        "run": self.run_id, "node": run.node, "group": group,
+                                        "lost_at_tail": tail}], [])
         writer.close()
         end = time.time()
         summary = self.stats.summary()

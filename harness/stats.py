@@ -83,6 +83,7 @@ class RunStats:
         self.cpu: list[float] = []
         self.broker_cpu: list[float] = []
         self.intervals = 0
+        self.tails: dict[str, int] = {}
 
     def merge(self, index: int, start: float, phase: str, reports: list[dict[str, Any]],
               broker_cpu: float | None) -> IntervalView:
@@ -137,6 +138,7 @@ class RunStats:
             rate = totals.count(totals.measured) / seconds if seconds else 0.0
             entry: dict[str, Any] = {
                 "module": spec.module, "destination": spec.destination,
+                "lost_at_tail": self.tails.get(spec.name, 0),
                 "threads": spec.threads, "processes": spec.processes,
                 "rate": rate, **totals.counters,
                 "headline": headline_metric(totals.metrics),
@@ -173,6 +175,38 @@ class RunStats:
                 "cpu_ms_per_msg": (1000 * mean / 100) / rate if rate else None,
             }
         return result
+
+    def reconcile(self, streams: list[dict[str, Any]]) -> dict[str, int]:
+        """Add to each consumer group's lost what no sequence gap could show: the messages
+        after the last one it saw from each producer. Returns the addition per group.
+
+        Only for consumers that see whole streams (sequence-checked) and run to the end (no
+        -mg); a consumer expects every producer sending to its destination (in its own process
+        on the loopback broker, whose broker is per process).
+        """
+        produced = [s for s in streams if ROLES[self.run.groups[s["group"]].role].produces]
+        tails: dict[str, int] = {}
+        for seen in streams:
+            spec = self.run.groups[seen["group"]]
+            if spec.role not in ("Receiver", "Subscriber") or spec.messages:
+                continue
+            tail = 0
+            for source in produced:
+                producer = self.run.groups[source["group"]]
+                if producer.role not in ("Sender", "Publisher") or \
+                        (producer.transport, producer.destination) != \
+                        (spec.transport, spec.destination) or \
+                        (spec.transport == "loopback" and source["process"] != seen["process"]):
+                    continue
+                for producer_id, count in source["positions"].items():
+                    tail += max(count - seen["positions"].get(producer_id, 0), 0)
+            tails[spec.name] = tails.get(spec.name, 0) + tail
+        for totals in self.groups:
+            tail = tails.get(totals.spec.name, 0)
+            totals.counters["lost"] += tail
+            totals.everything["lost"] += tail
+        self.tails = tails
+        return tails
 
     def delivery(self) -> list[dict[str, Any]]:
         """Per destination: every message a producer sent against what consumers received.

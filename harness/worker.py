@@ -84,6 +84,7 @@ class Worker(threading.Thread):
         self.done_through = -1
         self.up = False
         self.finished = False
+        self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
         self.failure: str | None = None
         rate = group.per_thread_rate
         self.schedule: Schedule | None = None
@@ -131,7 +132,10 @@ class Worker(threading.Thread):
             if self.tracker is not None:
                 self.tracker.finish()
             self.take_outage()
-            self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
+            streams = {self.producer_id: self.stream_position} if self.produces() else \
+                dict(self.tracker.expected) if self.tracker is not None else None
+            self.setup.outbox.append((self.key, self.interval_index,
+                                      self.rec.take()._replace(streams=streams)))
             self.done_through = 1 << 62
             self.finished = True
 

@@ -10,6 +10,7 @@ from modules.base import Transport
 TRANSPORTS: dict[str, str] = {
     "loopback": "modules.loopback:LoopbackTransport",
     "stomp": "modules.stomp:StompTransport",
+    "mqtt": "modules.mqtt:MqttTransport",
 }
 
 

@@ -71,7 +71,8 @@ class _Listener(stomp.ConnectionListener):
 
     def on_disconnected(self) -> None:
         self.transport.connected = False
-        self.transport.went_down()
+        if self.transport.conn is not None:  # not our own close()
+            self.transport.went_down()
         for event in list(self.transport.receipts.values()):
             event.set()
 

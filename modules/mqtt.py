@@ -1,0 +1,299 @@
+"""MQTT 3.1.1 and 5 through paho-mqtt, with flavours for Mosquitto, ActiveMQ and RabbitMQ.
+
+MQTT 3.1.1 has no message headers, so the harness's fields travel in a small binary prefix of
+every payload (below), on every protocol version alike: the body after it is -ms bytes. On
+MQTT 5 a request carries its reply topic and correlation id as the protocol's response topic
+and correlation data; on 3.1.1 they travel in the prefix (the reply-topic convention).
+
+Queues (Sender, Receiver) are shared subscriptions, `$share/harness/<queue>`, where the broker
+has them (Mosquitto); elsewhere those roles are refused. A Responder without shared
+subscriptions must be the only one on its request topic.
+
+Payload prefix, network byte order:
+    magic b"HN", version 1, flags (bit 0: crc present), seq (int64), intended send time
+    (int64, epoch ns), actual send time (int64, epoch ns), crc32 (uint32), then the lengths
+    (uint16) of producer id, reply topic and correlation id, then those three UTF-8 strings.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from modules.base import Capability, Destination, Message, Transport, TransportError
+from modules.inbox import Inbox
+
+DEFAULT_PORT = 1883
+CONNECT_TIMEOUT_S = 10.0
+SUBSCRIBE_TIMEOUT_S = 10.0
+# Messages paho may hold beyond the in-flight window before a send waits (flow control).
+QUEUED_PER_INFLIGHT = 50
+QUEUE_WAIT_S = 10.0
+SHARE_GROUP = "harness"
+PREFIX = struct.Struct("!2sBBqqqIHHH")
+MAGIC = b"HN"
+
+_BASE = Capability.TOPICS | Capability.QOS | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+# flavour: (capabilities, protocol versions, default version, highest QoS)
+FLAVOURS: dict[str, tuple[Capability, tuple[str, ...], str, int]] = {
+    "mosquitto": (_BASE | Capability.QUEUES, ("3.1.1", "5"), "5", 2),
+    "activemq": (_BASE, ("3.1.1",), "3.1.1", 2),
+    # RabbitMQ 3.10's plugin speaks 3.1.1 only and downgrades QoS 2 to 1.
+    "rabbitmq": (_BASE, ("3.1.1",), "3.1.1", 1),
+    "generic": (_BASE, ("3.1.1", "5"), "3.1.1", 2),
+}
+
+
+def encode(message: Message, reply_topic: str, correlation: str) -> bytes:
+    producer = message.producer.encode()
+    reply = reply_topic.encode()
+    corr = correlation.encode()
+    crc = message.crc
+    return b"".join((PREFIX.pack(MAGIC, 1, crc is not None, message.seq, message.ts,
+                                 message.sent, crc or 0, len(producer), len(reply), len(corr)),
+                     producer, reply, corr, message.body))
+
+
+def decode(payload: bytes) -> tuple[Message, str, str]:
+    """(message, reply topic, correlation id) from a payload; foreign payloads get seq -1."""
+    if payload[:2] != MAGIC or len(payload) < PREFIX.size:
+        return Message(payload, "", -1, 0, 0), "", ""
+    _, _, flags, seq, ts, sent, crc, lp, lr, lc = PREFIX.unpack_from(payload)
+    at = PREFIX.size
+    producer = payload[at:at + lp].decode()
+    reply = payload[at + lp:at + lp + lr].decode()
+    corr = payload[at + lp + lr:at + lp + lr + lc].decode()
+    body = memoryview(payload)[at + lp + lr + lc:]
+    return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, corr
+
+
+class MqttTransport(Transport):
+    name = "mqtt"
+    description = "MQTT 3.1.1/5 via paho-mqtt; flavours mosquitto, activemq, rabbitmq, generic"
+    capabilities = FLAVOURS["mosquitto"][0]
+
+    @classmethod
+    def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
+        flavour = FLAVOURS.get(settings.get("flavour") or "mosquitto", FLAVOURS["generic"])
+        return flavour[0]
+
+    @classmethod
+    def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+        name = settings.get("flavour") or "mosquitto"
+        if name not in FLAVOURS:
+            return [("--flavour", f"MQTT flavours are {', '.join(FLAVOURS)}")]
+        capabilities, versions, default, top_qos = FLAVOURS[name]
+        out = []
+        version = settings.get("protocol") or default
+        if version not in versions:
+            out.append(("--protocol", f"MQTT on {name} speaks {' and '.join(versions)}"))
+        if not 0 <= int(settings.get("qos", 0)) <= top_qos:
+            out.append(("--qos", f"MQTT QoS on {name} is 0 to {top_qos}"))
+        if settings.get("ack", "auto") != "auto":
+            out.append(("--ack", "acknowledgement modes are a STOMP setting; MQTT has --qos"))
+        if settings.get("session_expiry") and (version != "5" or settings.get("clean", True)):
+            out.append(("--session-expiry", "needs MQTT 5 and --no-clean"))
+        module = settings.get("module", "")
+        if module.endswith(".Responder") and not capabilities & Capability.QUEUES and \
+                settings.get("threads", 1) * settings.get("processes", 1) > 1:
+            out.append(("-nt", f"{name} has no shared subscriptions: run one Responder, or "
+                        "every responder would answer every request"))
+        return out
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        super().__init__(settings)
+        self.flavour = settings.get("flavour") or "mosquitto"
+        capabilities, _, default, _ = FLAVOURS[self.flavour]
+        self.shared = bool(capabilities & Capability.QUEUES)
+        self.v5 = (settings.get("protocol") or default) == "5"
+        self.qos = int(settings.get("qos") or 0)
+        self.retain = bool(settings.get("retain"))
+        self.clean = settings.get("clean", True)
+        self.inbox: Inbox[Any] = Inbox()
+        self.client: Any = None
+        self.connected = threading.Event()
+        self.connect_error: str | None = None
+        self.subscription: tuple[str, int] | None = None
+        self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
+        self.suback_lock = threading.Lock()
+
+    def _client_id(self) -> str:
+        s = self.settings
+        prefix = s.get("client_id")
+        if prefix is None and not self.clean:
+            # A persistent session is found again by its client id: make a stable one.
+            prefix = f"{s.get('node')}-{s.get('name')}-"
+        if prefix is None:
+            return f"harness-{uuid.uuid4().hex[:16]}"
+        return f"{prefix}{s.get('process', 0)}.{s.get('thread', 0)}"
+
+    # -- paho callbacks (on paho's network thread)
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any,
+                    properties: Any) -> None:
+        if reason.is_failure:
+            self.connect_error = str(reason)
+            return
+        # paho leaves Nagle's algorithm on; small packets would wait for delayed ACKs.
+        sock = client.socket()
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.subscription is not None and not flags.session_present:
+            client.subscribe(*self.subscription)
+        if self.client is not None:  # a reconnect, not the first connection
+            self.came_up()
+        self.connected.set()
+
+    def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any,
+                       properties: Any) -> None:
+        if self.connected.is_set():
+            self.connected.clear()
+            if self.client is not None:  # not our own close()
+                self.went_down()
+
+    def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
+        self.inbox.put(message)
+
+    def _on_subscribe(self, client: Any, userdata: Any, mid: int, reasons: Any,
+                      properties: Any) -> None:
+        with self.suback_lock:
+            waiting = self.suback.pop(mid, None)
+        if waiting is not None:
+            waiting[1].extend(reasons)
+            waiting[0].set()
+
+    # -- connection
+    def connect(self) -> None:
+        retries = int(self.settings.get("connect_retry") or 0)
+        for attempt in range(retries + 1):
+            try:
+                self._open()
+                return
+            except TransportError:
+                if attempt == retries:
+                    raise
+                time.sleep(min(0.5 * 2 ** attempt, 10.0))
+
+    def _open(self) -> None:
+        s = self.settings
+        host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
+        client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=self._client_id(),
+                             protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
+                             clean_session=None if self.v5 else self.clean)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
+        if s.get("user") is not None:
+            client.username_pw_set(s.get("user"), s.get("password"))
+        if s.get("tls"):
+            client.tls_set(ca_certs=s.get("ca"), certfile=s.get("cert"), keyfile=s.get("key"))
+        inflight = int(s.get("inflight") or 20)
+        client.max_inflight_messages_set(inflight)
+        client.max_queued_messages_set(inflight * QUEUED_PER_INFLIGHT)
+        client.reconnect_delay_set(0.2, 2)
+        properties = None
+        if self.v5 and s.get("session_expiry"):
+            properties = Properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = int(s["session_expiry"])
+        try:
+            if self.v5:
+                client.connect(host, port, int(s.get("keepalive") or 60),
+                               clean_start=self.clean, properties=properties)
+            else:
+                client.connect(host, port, int(s.get("keepalive") or 60))
+        except (OSError, ValueError) as exc:
+            raise TransportError(f"cannot connect to {host}:{port}: "
+                                 f"{getattr(exc, 'strerror', None) or exc}") from None
+        client.loop_start()
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while not self.connected.wait(0.05):
+            if self.connect_error or time.monotonic() > deadline:
+                client.loop_stop()
+                client.disconnect()
+                raise TransportError(f"cannot connect to {host}:{port}: "
+                                     f"{self.connect_error or 'no CONNACK'}")
+        self.client = client
+
+    # -- messages
+    def _topic(self, destination: Destination, subscribing: bool) -> str:
+        if subscribing and destination.kind == "queue" and self.shared:
+            return f"$share/{SHARE_GROUP}/{destination.name}"
+        return destination.name
+
+    def send(self, destination: Destination, message: Message) -> None:
+        properties = None
+        reply = message.reply_to.name if message.reply_to is not None else ""
+        correlation = message.correlation_id or ""
+        if self.v5 and (reply or correlation):
+            properties = Properties(PacketTypes.PUBLISH)
+            if reply:
+                properties.ResponseTopic = reply
+            if correlation:
+                properties.CorrelationData = correlation.encode()
+        payload = encode(message, reply, correlation)
+        qos = self.qos
+        info = self.client.publish(destination.name, payload, qos, self.retain, properties)
+        if info.rc == paho.MQTT_ERR_QUEUE_SIZE:
+            # More than the in-flight window allows is waiting: hold the sender back.
+            deadline = time.monotonic() + QUEUE_WAIT_S
+            while info.rc == paho.MQTT_ERR_QUEUE_SIZE:
+                if time.monotonic() > deadline:
+                    raise TransportError("MQTT publish queue full")
+                time.sleep(0.0005)
+                info = self.client.publish(destination.name, payload, qos, self.retain,
+                                           properties)
+        if info.rc == paho.MQTT_ERR_NO_CONN and qos == 0:
+            raise TransportError("not connected")  # QoS 1 and 2 are kept and sent on reconnect
+        if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
+            raise TransportError(f"publish failed: {paho.error_string(info.rc)}")
+
+    def subscribe(self, destination: Destination, *, selector: str | None = None,
+                  durable_name: str | None = None, qos: int | None = None) -> None:
+        topic = self._topic(destination, subscribing=True)
+        self.subscription = (topic, self.qos if qos is None else qos)
+        event: threading.Event = threading.Event()
+        reasons: list[Any] = []
+        # Held across subscribe() so the SUBACK callback cannot run before we wait for it.
+        with self.suback_lock:
+            result, mid = self.client.subscribe(*self.subscription)
+            if result != paho.MQTT_ERR_SUCCESS or mid is None:
+                raise TransportError(f"subscribe to {topic} failed: "
+                                     f"{paho.error_string(result)}")
+            self.suback[mid] = (event, reasons)
+        if not event.wait(SUBSCRIBE_TIMEOUT_S):
+            raise TransportError(f"subscribe to {topic}: no SUBACK")
+        if any(getattr(r, "is_failure", False) for r in reasons):
+            raise TransportError(f"subscribe to {topic} refused: {reasons[0]}")
+
+    def receive(self, timeout: float) -> Message | None:
+        raw = self.inbox.get(timeout)
+        if raw is None:
+            return None
+        message, reply, correlation = decode(raw.payload)
+        if self.v5 and raw.properties is not None:
+            reply = getattr(raw.properties, "ResponseTopic", reply) or reply
+            data = getattr(raw.properties, "CorrelationData", None)
+            if data:
+                correlation = data.decode()
+        if reply:
+            message.reply_to = Destination("topic", reply)
+        message.correlation_id = correlation or None
+        return message
+
+    def temporary_queue(self) -> Destination:
+        return Destination("topic", f"harness/reply/{uuid.uuid4().hex[:16]}")
+
+    def close(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            client.disconnect()
+            client.loop_stop()
