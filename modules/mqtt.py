@@ -17,6 +17,7 @@ Payload prefix, network byte order:
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -35,6 +36,7 @@ from modules.inbox import Inbox
 DEFAULT_PORT = 1883
 CONNECT_TIMEOUT_S = 10.0
 SUBSCRIBE_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 10.0
 # Messages paho may hold beyond the in-flight window before a send waits (flow control).
 QUEUED_PER_INFLIGHT = 50
 QUEUE_WAIT_S = 10.0
@@ -123,6 +125,7 @@ class MqttTransport(Transport):
         self.connected = threading.Event()
         self.connect_error: str | None = None
         self.subscription: tuple[str, int] | None = None
+        self.last_publish: Any = None
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
         self.suback_lock = threading.Lock()
 
@@ -251,6 +254,7 @@ class MqttTransport(Transport):
                 time.sleep(0.0005)
                 info = self.client.publish(destination.name, payload, qos, self.retain,
                                            properties)
+        self.last_publish = info
         if info.rc == paho.MQTT_ERR_NO_CONN and qos == 0:
             raise TransportError("not connected")  # QoS 1 and 2 are kept and sent on reconnect
         if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
@@ -293,6 +297,11 @@ class MqttTransport(Transport):
         return Destination("topic", f"harness/reply/{uuid.uuid4().hex[:16]}")
 
     def close(self) -> None:
+        # Let QoS 1 and 2 publishes finish their handshakes first: disconnecting mid-flight
+        # would lose what the harness already counted as sent.
+        if self.last_publish is not None and self.qos and self.connected.is_set():
+            with contextlib.suppress(RuntimeError, ValueError):
+                self.last_publish.wait_for_publish(CLOSE_TIMEOUT_S)
         client, self.client = self.client, None
         if client is not None:
             client.disconnect()

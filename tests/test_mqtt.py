@@ -1,0 +1,203 @@
+"""The MQTT transport against real Mosquitto, ActiveMQ and RabbitMQ brokers."""
+
+import shlex
+import socket
+import subprocess
+import time
+
+import pytest
+
+from modules.base import Destination, Message
+from modules.mqtt import MqttTransport
+from tests.conftest import unique
+
+
+def flags(brokers, broker):
+    return brokers[broker]["mqtt"]
+
+
+def group(brokers, broker, text):
+    return text + " " + shlex.join(flags(brokers, broker))
+
+
+@pytest.mark.parametrize("protocol", ["3.1.1", "5"])
+@pytest.mark.parametrize("qos", ["0", "1", "2"])
+def test_mosquitto_publish_subscribe_each_qos(harness, brokers, protocol, qos):
+    d = unique("pubsub")
+    common = f"--qos {qos} --protocol {protocol}"
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "-rt", "1000", "-mg", "1000",
+                     *shlex.split(common), *flags(brokers, "mosquitto"), "-ss", "1",
+                     "-g", group(brokers, "mosquitto", f"-m mqtt.Subscriber -d {d} -nt 2 "
+                                                       f"--crc 1 {common}"))
+    assert result.code == 0, result.stderr
+    subscriber = result.summary["groups"]["subscriber"]
+    assert subscriber["received"] == 2000
+    assert subscriber["lost"] == subscriber["duplicated"] == subscriber["corrupt"] == 0
+
+
+def test_mosquitto_queues_are_shared_subscriptions(harness, brokers):
+    d = unique("queue")
+    result = harness("run", "-m", "mqtt.Sender", "-d", d, "-rt", "1000", "-mg", "600",
+                     "--qos", "1", *flags(brokers, "mosquitto"), "-ss", "1",
+                     "-g", group(brokers, "mosquitto", f"-m mqtt.Receiver -d {d} -nt 3 --qos 1"))
+    assert result.code == 0, result.stderr
+    # Competing consumers: each message once, to one of the three.
+    assert result.summary["groups"]["receiver"]["received"] == 600
+    assert result.summary["delivery"][0]["missing"] == 0
+
+
+@pytest.mark.parametrize(("broker", "protocol", "responders"),
+                         [("mosquitto", "5", 2), ("mosquitto", "3.1.1", 2),
+                          ("activemq", "3.1.1", 1), ("rabbitmq", "3.1.1", 1)])
+def test_request_reply(harness, brokers, broker, protocol, responders):
+    d = unique("rr")
+    result = harness("run", "-m", "mqtt.Requestor", "-d", d, "-nt", "2", "-mg", "100",
+                     "--qos", "1", "--protocol", protocol, *flags(brokers, broker), "-ss", "1",
+                     "-g", group(brokers, broker, f"-m mqtt.Responder -d {d} --qos 1 "
+                                                  f"-nt {responders} --protocol {protocol}"))
+    assert result.code == 0, result.stderr
+    requestor = result.summary["groups"]["requestor"]
+    assert requestor["received"] == 200 and requestor["timeouts"] == 0
+
+
+@pytest.mark.parametrize(("broker", "qos"), [("activemq", "1"), ("activemq", "2"),
+                                             ("rabbitmq", "1")])
+def test_other_brokers_deliver_without_loss_at_qos_1_and_2(harness, brokers, broker, qos):
+    d = unique("t")
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "-rt", "500", "-mg", "500",
+                     "--qos", qos, *flags(brokers, broker), "-ss", "1",
+                     "-g", group(brokers, broker, f"-m mqtt.Subscriber -d {d} --qos {qos}"))
+    assert result.code == 0, result.stderr
+    subscriber = result.summary["groups"]["subscriber"]
+    assert subscriber["received"] == 500 and subscriber["lost"] == 0
+
+
+def test_mosquitto_drops_qos0_for_a_slow_subscriber_and_the_harness_reports_it(harness,
+                                                                                brokers):
+    d = unique("lossy")
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "--processes", "2", "-rl", "3",
+                     *flags(brokers, "mosquitto"), "-ss", "1",
+                     "-g", group(brokers, "mosquitto", f"-m mqtt.Subscriber -d {d}"))
+    assert result.code == 0, result.stderr
+    sent = result.summary["groups"]["publisher"]["sent"]
+    subscriber = result.summary["groups"]["subscriber"]
+    assert subscriber["lost"] > 0, "Mosquitto dropped nothing: the subscriber was not slow"
+    assert subscriber["lost"] == sent - subscriber["received"]
+    (delivery,) = result.summary["delivery"]
+    assert delivery["missing"] == subscriber["lost"]
+    assert "lost=" in result.stdout
+
+
+def test_persistent_session_keeps_qos1_messages_while_offline(brokers):
+    topic = Destination("topic", unique("session"))
+    settings = {"port": 1883, "flavour": "mosquitto", "protocol": "5", "qos": 1,
+                "clean": False, "session_expiry": 300, "client_id": unique("client"),
+                "process": 0, "thread": 0}
+    subscriber = MqttTransport(settings)
+    subscriber.connect()
+    subscriber.subscribe(topic)
+    subscriber.close()
+    publisher = MqttTransport({"port": 1883, "qos": 1})
+    publisher.connect()
+    for seq in range(5):
+        publisher.send(topic, Message(b"x", "p", seq, 0, 0))
+    time.sleep(0.5)
+    publisher.close()
+    subscriber = MqttTransport(settings)
+    subscriber.connect()  # the session is found again: no new SUBSCRIBE needed
+    try:
+        seqs = []
+        while (m := subscriber.receive(2.0)) is not None:
+            seqs.append(m.seq)
+        assert seqs == [0, 1, 2, 3, 4]
+    finally:
+        subscriber.close()
+
+
+REFUSALS = [
+    (["-m", "mqtt.Sender", "-d", "Q", "--flavour", "activemq"], "-m mqtt.Sender",
+     "does not support queues"),
+    (["-m", "mqtt.Publisher", "-d", "T", "--flavour", "rabbitmq", "--qos", "2"], "--qos",
+     "0 to 1"),
+    (["-m", "mqtt.Publisher", "-d", "T", "--flavour", "rabbitmq", "--protocol", "5"],
+     "--protocol", "3.1.1"),
+    (["-m", "mqtt.Publisher", "-d", "T", "-pp"], "-pp", "does not support persistent"),
+    (["-m", "mqtt.Publisher", "-d", "T", "-tx"], "-tx", "does not support transactions"),
+    (["-m", "mqtt.Subscriber", "-d", "T", "--selector", "a = 1"], "--selector",
+     "does not support selectors"),
+    (["-m", "mqtt.Subscriber", "-d", "T", "--durable-name", "d"], "--durable-name",
+     "does not support durable"),
+    (["-m", "mqtt.Responder", "-d", "R", "--flavour", "activemq", "-nt", "2"], "-nt",
+     "no shared subscriptions"),
+    (["-m", "mqtt.Subscriber", "-d", "T", "--session-expiry", "60"], "--session-expiry",
+     "--no-clean"),
+    (["-m", "mqtt.Subscriber", "-d", "T", "--ack", "client"], "--ack", "STOMP setting"),
+    (["-m", "mqtt.Publisher", "-d", "T", "--qos", "3"], "--qos", "0 to 2"),
+]
+
+
+@pytest.mark.parametrize(("args", "flag", "words"), REFUSALS)
+def test_what_a_broker_lacks_is_refused_before_the_run(harness, args, flag, words):
+    result = harness("run", *args, "-rl", "1")
+    assert result.code == 2
+    line = result.stderr.strip()
+    assert flag in line and words in line, line
+
+
+# -- TLS, against a Mosquitto of the test's own with a certificate the test makes
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def tls_mosquitto(tmp_path):
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=tmp_path)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            "/CN=harness test CA", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", "server.key", "-out", "server.csr")
+    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.pem")
+    port = free_port()
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"user root\nlistener {port} 127.0.0.1\nallow_anonymous true\n"
+                    f"cafile {tmp_path / 'ca.pem'}\ncertfile {tmp_path / 'server.pem'}\n"
+                    f"keyfile {tmp_path / 'server.key'}\npersistence false\n")
+    proc = subprocess.Popen(["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield port, tmp_path / "ca.pem"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_tls_to_mosquitto_with_a_self_signed_certificate(harness, brokers, tls_mosquitto):
+    port, ca = tls_mosquitto
+    tls = f"--port {port} --tls --ca {ca}"
+    result = harness("run", "-m", "mqtt.Publisher", "-d", "secure", "-mg", "200",
+                     "-rt", "500", *shlex.split(tls), "-ss", "1",
+                     "-g", f"-m mqtt.Subscriber -d secure {tls}")
+    assert result.code == 0, result.stderr
+    assert result.summary["groups"]["subscriber"]["received"] == 200
+
+
+def test_tls_refuses_a_broker_it_cannot_verify(harness, brokers, tls_mosquitto):
+    port, _ = tls_mosquitto
+    result = harness("run", "-m", "mqtt.Publisher", "-d", "secure", "-mg", "1",
+                     "--port", str(port), "--tls")
+    assert result.code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot connect" in lines[0] and "CERTIFICATE" in \
+        lines[0].upper(), result.stderr
