@@ -32,6 +32,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[st
         text += (f" | {head} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
                  f" p99={format_us(p['p99'])} p99.9={format_us(p['p99.9'])}"
                  f" max={format_us(p['max'])}")
+        if c["foreign"]:
+            text += f" foreign={c['foreign']} (not from a harness producer: not timed)"
         if c["reconnects"] or c["outage_ms"]:
             text += f" reconnects={c['reconnects']} outage={c['outage_ms'] / 1000:.1f}s"
         if "delay" in group.histograms:

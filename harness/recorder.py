@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 METRICS = ("latency", "service", "delay")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
-            "commits", "corrupt", "timeouts", "reconnects", "outage_ms")
+            "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign")
 
 
 class Sample(NamedTuple):
@@ -38,7 +38,7 @@ class Recorder:
         self.delay: array[int] = array("q")
         self.sent = self.received = self.bytes = self.errors = 0
         self.lost = self.duplicated = self.reordered = self.commits = 0
-        self.corrupt = self.timeouts = self.reconnects = self.outage_ms = 0
+        self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
 
     def take(self) -> Sample:
         sample = Sample({m: getattr(self, m) for m in METRICS},

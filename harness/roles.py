@@ -107,16 +107,19 @@ class _Consumer(Worker):
                     break
                 continue
             last = now
-            arrived = now + offset
-            rec.latency.append((arrived - message.ts) // 1000)
-            rec.service.append((arrived - message.sent) // 1000)
             rec.received += 1
             rec.bytes += len(message.body)
-            if tracker is not None:
-                tracker.check(message.producer, message.seq, now)
-            if crc_every and message.seq % crc_every == 0 and message.crc is not None \
-                    and zlib.crc32(message.body) != message.crc:
-                rec.corrupt += 1
+            if message.seq >= 0:
+                arrived = now + offset
+                rec.latency.append((arrived - message.ts) // 1000)
+                rec.service.append((arrived - message.sent) // 1000)
+                if tracker is not None:
+                    tracker.check(message.producer, message.seq, now)
+                if crc_every and message.seq % crc_every == 0 and message.crc is not None \
+                        and zlib.crc32(message.body) != message.crc:
+                    rec.corrupt += 1
+            else:
+                rec.foreign += 1  # not from a harness producer: no timestamps, no sequence
             self.handle(message)
             try:
                 ack(message)

@@ -1,5 +1,9 @@
-"""A hand-off queue between threads: a deque (atomic append and popleft in CPython) with a
-condition that only blocked consumers pay for.
+"""A hand-off queue between threads: a deque (atomic append and popleft in CPython) and a
+lock used as a wake-up signal, which only a consumer that finds the deque empty waits on.
+
+threading.Condition is pure Python: its notify and wait cost microseconds a message whenever
+a consumer keeps up and sleeps between messages. A Lock's acquire (with a timeout) and release
+are C: the producer pays one release, and only while someone waits.
 
 The loopback broker's queues are inboxes; the network transports put what their client
 library's network thread receives into one, for the worker thread to take.
@@ -20,24 +24,32 @@ class Full(Exception):
 
 
 class Inbox(Generic[T]):
-    __slots__ = ("capacity", "cond", "full_timeout", "items", "waiters")
+    __slots__ = ("capacity", "full_timeout", "items", "mutex", "signal", "waiters")
 
     def __init__(self, capacity: int = 0, full_timeout: float = 1.0) -> None:
         self.items: deque[T] = deque()
-        self.cond = threading.Condition(threading.Lock())
+        self.mutex = threading.Lock()
+        # Released = "something arrived"; acquired by the consumer that takes the signal.
+        self.signal = threading.Lock()
+        self.signal.acquire()
         self.waiters = 0
         self.capacity = capacity
         self.full_timeout = full_timeout
+
+    def _wake(self) -> None:
+        try:  # noqa: SIM105 - contextlib.suppress costs more on this per-message path
+            self.signal.release()
+        except RuntimeError:
+            pass  # a wake-up is already pending
 
     def put(self, item: T) -> None:
         if self.capacity and len(self.items) >= self.capacity:
             self._wait_for_space()
         self.items.append(item)
-        # A consumer registers as a waiter before re-checking the deque under the lock, so
-        # either it sees this item or we see it waiting: no lost wake-up.
+        # A consumer counts itself as a waiter before re-checking the deque, so either it
+        # sees this item or we see it waiting: no lost wake-up.
         if self.waiters:
-            with self.cond:
-                self.cond.notify()
+            self._wake()
 
     def _wait_for_space(self) -> None:
         deadline = time.monotonic() + self.full_timeout
@@ -49,8 +61,7 @@ class Inbox(Generic[T]):
     def put_front(self, items: list[T]) -> None:
         self.items.extendleft(reversed(items))
         if self.waiters:
-            with self.cond:
-                self.cond.notify_all()
+            self._wake()
 
     def get(self, timeout: float) -> T | None:
         items = self.items
@@ -58,17 +69,22 @@ class Inbox(Generic[T]):
             return items.popleft()
         except IndexError:
             pass
-        with self.cond:
+        with self.mutex:
             self.waiters += 1
-            try:
-                if not items:
-                    self.cond.wait(timeout)
-            finally:
+        try:
+            if not items:
+                self.signal.acquire(timeout=timeout)
+        finally:
+            with self.mutex:
                 self.waiters -= 1
         try:
-            return items.popleft()
+            item = items.popleft()
         except IndexError:
             return None
+        # One signal wakes one consumer: pass it on while items and waiters remain.
+        if items and self.waiters:
+            self._wake()
+        return item
 
     def __len__(self) -> int:
         return len(self.items)

@@ -224,10 +224,12 @@ class StompTransport(Transport):
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:
         self._check()
-        headers = {H_PRODUCER: message.producer, H_SEQ: message.seq,
-                   H_INTENDED: message.ts, H_SENT: message.sent}
+        # Strings, not ints: stomp.py escapes every header value with str.replace and
+        # catches the exception a non-string raises, at about a microsecond a header.
+        headers = {H_PRODUCER: message.producer, H_SEQ: str(message.seq),
+                   H_INTENDED: str(message.ts), H_SENT: str(message.sent)}
         if message.crc is not None:
-            headers[H_CRC] = message.crc
+            headers[H_CRC] = str(message.crc)
         if message.properties:
             headers.update(message.properties)
         if message.correlation_id is not None:

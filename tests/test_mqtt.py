@@ -24,7 +24,7 @@ def group(brokers, broker, text):
 @pytest.mark.parametrize("qos", ["0", "1", "2"])
 def test_mosquitto_publish_subscribe_each_qos(harness, brokers, protocol, qos):
     d = unique("pubsub")
-    common = f"--qos {qos} --protocol {protocol}"
+    common = f"--qos {qos} --protocol {protocol} --user harness --password-env MQTT_SECRET"
     result = harness("run", "-m", "mqtt.Publisher", "-d", d, "-rt", "1000", "-mg", "1000",
                      *shlex.split(common), *flags(brokers, "mosquitto"), "-ss", "1",
                      "-g", group(brokers, "mosquitto", f"-m mqtt.Subscriber -d {d} -nt 2 "
@@ -86,6 +86,21 @@ def test_mosquitto_drops_qos0_for_a_slow_subscriber_and_the_harness_reports_it(h
     (delivery,) = result.summary["delivery"]
     assert delivery["missing"] == subscriber["lost"]
     assert "lost=" in result.stdout
+
+
+def test_messages_from_other_clients_are_counted_as_foreign_never_timed(harness, brokers,
+                                                                        tmp_path):
+    topic = unique("foreign")
+    feeder = subprocess.Popen(["bash", "-c", f"sleep 1.5; mosquitto_pub -p 1883 -t {topic} "
+                               "-m hello --repeat 50"])
+    result = harness("run", "-m", "mqtt.Subscriber", "-d", topic, "-rl", "4", "-ss", "1",
+                     *flags(brokers, "mosquitto"))
+    feeder.wait()
+    assert result.code == 0, result.stderr
+    subscriber = result.summary["groups"]["subscriber"]
+    assert subscriber["received"] == subscriber["foreign"] == 50
+    assert subscriber["duplicated"] == 0 and subscriber["latency"]["max"] is None
+    assert "foreign=" in result.stdout
 
 
 def test_persistent_session_keeps_qos1_messages_while_offline(brokers):

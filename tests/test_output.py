@@ -61,3 +61,18 @@ def test_secrets_never_reach_the_manifest():
                      "token": ""})
     assert cleaned == {"host": "h", "passcode": "***", "nested": [{"password": "***"}],
                        "token": ""}
+
+
+def test_a_password_never_appears_in_output_or_run_files(harness, tmp_path):
+    secret = "s3cret-passw0rd-xyz"
+    secret_file = tmp_path / "pw"
+    secret_file.write_text("other-s3cret-from-file\n")
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-mg", "10", "-ss", "1",
+                     "--user", "u", "--password", secret, "-g",
+                     f"-m loopback.Receiver -d Q --password-file {secret_file}")
+    assert result.code == 0, result.stderr
+    everything = result.stdout + result.stderr + "".join(
+        p.read_text() for p in result.run_dir.iterdir())
+    assert secret not in everything and "other-s3cret-from-file" not in everything
+    groups = result.manifest["options"]["groups"]
+    assert groups[0]["password"] == groups[1]["password"] == "***"

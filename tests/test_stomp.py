@@ -80,6 +80,18 @@ def test_request_reply_round_trips(harness, brokers, broker, reply):
 
 
 @pytest.mark.parametrize("broker", STOMP_BROKERS)
+def test_stomp_1_1_with_heart_beats(harness, brokers, broker):
+    d = unique("v11")
+    v11 = "--protocol 1.1 --heartbeat 500"
+    result = harness("run", "-m", "stomp.Sender", "-d", d, "-rt", "200", "-rl", "3", "-ss", "1",
+                     *shlex.split(v11), *flags(brokers, broker), "-g",
+                     group(brokers, broker, f"-m stomp.Receiver -d {d} --ack client {v11}"))
+    assert result.code == 0, result.stderr
+    assert result.summary["groups"]["receiver"]["received"] == 600
+    assert result.summary["groups"]["receiver"]["errors"] == 0
+
+
+@pytest.mark.parametrize("broker", STOMP_BROKERS)
 def test_persistent_transacted_client_acknowledged_run(harness, brokers, broker):
     d = unique("persistent")
     result = harness("run", "-m", "stomp.Sender", "-d", d, "-pp", "-tx", "-cc", "10",

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""The harness against bare client loops, side by side against the same broker.
+
+    .venv/bin/python contrib/bench/transports.py [--seconds 5]
+
+Needs the brokers of contrib/brokers/brokers.sh. Each case runs a producer and a consumer at
+once, each in its own process, as fast as they go, with 256-byte bodies: once as bare
+stomp.py or paho-mqtt loops (no timing, no recording, no checks), once as harness groups
+(every message timed and sequence-checked). Both count what they sent and received over the
+same window after one second of warm-up, and the script prints msgs/s and harness / bare.
+
+The bare loops send the same frames as the harness (its five harness-* headers on STOMP, its
+38-byte prefix on MQTT), so the ratio is the cost of the harness's own work. MQTT runs at
+QoS 0, where Mosquitto drops what a slow subscriber cannot take: there the subscriber's rate
+is what it managed to receive.
+
+Last, mqtt.Publisher with 2 processes beside mosquitto_pub --repeat, the broker's own tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+WARMUP = 1.0
+BODY = b"x" * 256
+STOMP = {"activemq": ["--port", "61613", "--flavour", "activemq"],
+         "rabbitmq": ["--port", "61614", "--flavour", "rabbitmq", "--vhost", "/"]}
+MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
+
+
+# -- the harness side --------------------------------------------------------------------------
+def harness(seconds: float, *groups: list[str]) -> dict[str, float]:
+    """Measured-phase rate of each group (sent for producers, received for consumers)."""
+    first, *others = groups
+    command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(WARMUP),
+               "-rl", str(WARMUP + seconds), "-ss", "0.5", "--drain", "1"]
+    for group in others:
+        command += ["-g", " ".join(group)]
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([*command, "-o", out], check=True, capture_output=True, cwd=ROOT)
+        (run_dir,) = Path(out).iterdir()
+        summary = json.loads((run_dir / "summary.json").read_text())
+    return {name: g["rate"] for name, g in summary["groups"].items()}
+
+
+# -- the bare side: each loop is this script run as a child process --------------------------
+def stomp_headers() -> dict[str, str]:
+    now = str(time.time_ns())
+    return {"harness-producer": "bench:sender:0:0", "harness-seq": "1",
+            "harness-intended": now, "harness-sent": now, "harness-crc": "123456789"}
+
+
+def stomp_connection(broker: str):
+    import stomp
+    conn = stomp.Connection12([("127.0.0.1", int(STOMP[broker][1]))], auto_decode=False,
+                              vhost="/" if broker == "rabbitmq" else None)
+    conn.connect(wait=True)
+    conn.transport.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def mqtt_payload() -> bytes:
+    from modules.base import Message
+    from modules.mqtt import encode
+    return encode(Message(BODY, "bench:publisher:0:0", 1, time.time_ns(), time.time_ns(), 1),
+                  "", "")
+
+
+def mqtt_client():
+    import paho.mqtt.client as paho
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"bench-{uuid.uuid4()}")
+    client.connect("127.0.0.1", 1883)
+    client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    client.loop_start()
+    return client
+
+
+def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
+    """Run one bare producer or consumer; print what it counted in the window as JSON."""
+    start = time.monotonic() + WARMUP
+    end = start + seconds
+    count = 0
+    if kind == "stomp-send":
+        conn, headers = stomp_connection(broker), stomp_headers()
+        while (now := time.monotonic()) < end:
+            conn.send(destination, BODY, headers=headers)
+            count += now >= start
+    elif kind == "mqtt-send":
+        client, payload = mqtt_client(), mqtt_payload()
+        while (now := time.monotonic()) < end:
+            client.publish(destination, payload, 0)
+            count += now >= start
+    else:
+        counted = [0]
+
+        def on_message(*_args) -> None:
+            if start <= time.monotonic() < end:
+                counted[0] += 1
+
+        if kind == "stomp-receive":
+            import stomp
+
+            class Listener(stomp.ConnectionListener):
+                def on_message(self, frame) -> None:
+                    on_message()
+
+            conn = stomp_connection(broker)
+            conn.set_listener("count", Listener())
+            conn.subscribe(destination, id="bench", ack="auto")
+        else:
+            client = mqtt_client()
+            client.on_message = on_message
+            client.subscribe(destination, 0)
+        time.sleep(end - time.monotonic() + 0.2)
+        count = counted[0]
+    print(json.dumps({"rate": count / seconds}), flush=True)
+
+
+def bare(seconds: float, broker: str, destination: str, send: str,
+         receive: str) -> tuple[float, float]:
+    """(producer rate, consumer rate) of bare loops in two processes."""
+    def child(kind: str, dest: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, dest,
+                                 str(seconds)], stdout=subprocess.PIPE, text=True)
+
+    consumer = child(receive, destination[1])
+    time.sleep(0.5)  # subscribed before the producer starts
+    producer = child(send, destination[0])
+    rates = [json.loads(p.communicate(timeout=seconds + 60)[0])["rate"]
+             for p in (producer, consumer)]
+    return rates[0], rates[1]
+
+
+def row(name: str, bare_rate: float, harness_rate: float) -> None:
+    print(f"{name:<40} bare {bare_rate:>9,.0f}/s   harness {harness_rate:>9,.0f}/s   "
+          f"ratio {harness_rate / bare_rate:5.2f}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured window")
+    parser.add_argument("--loop", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.loop:
+        kind, broker, destination, seconds = args.loop
+        bare_loop(kind, broker, destination, float(seconds))
+        return
+    seconds = args.seconds
+    print(f"256-byte messages, producer and consumer in separate processes, "
+          f"{seconds:g} s measured after {WARMUP:g} s warm-up")
+    for broker, flags in STOMP.items():
+        for producer, consumer, kind in (("Sender", "Receiver", "queue"),
+                                         ("Publisher", "Subscriber", "topic")):
+            name = f"bench.{uuid.uuid4().hex[:8]}"
+            sent, received = bare(seconds, broker, (f"/{kind}/{name}", f"/{kind}/{name}"),
+                                  "stomp-send", "stomp-receive")
+            rates = harness(seconds, ["-m", f"stomp.{producer}", "-d", f"{name}.h", *flags],
+                            ["-m", f"stomp.{consumer}", "-d", f"{name}.h", *flags])
+            row(f"stomp.{producer} ({broker})", sent, rates[producer.lower()])
+            row(f"stomp.{consumer} ({broker})", received, rates[consumer.lower()])
+    topic = f"bench/{uuid.uuid4().hex[:8]}"
+    sent, received = bare(seconds, "mosquitto", (topic, topic), "mqtt-send", "mqtt-receive")
+    rates = harness(seconds, ["-m", "mqtt.Publisher", "-d", f"{topic}h", *MOSQUITTO],
+                    ["-m", "mqtt.Subscriber", "-d", f"{topic}h", *MOSQUITTO])
+    row("mqtt.Publisher QoS 0 (mosquitto)", sent, rates["publisher"])
+    row("mqtt.Subscriber QoS 0 (mosquitto)", received, rates["subscriber"])
+
+    n = 200_000
+    started = time.perf_counter()
+    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", "1883", "-t", topic, "-q", "0",
+                    "--repeat", str(n), "-m", BODY.decode()], check=True)
+    native = n / (time.perf_counter() - started)
+    rates = harness(seconds, ["-m", "mqtt.Publisher", "-d", topic, "--processes", "2",
+                              *MOSQUITTO])
+    row("mqtt.Publisher --processes 2 / mosquitto_pub", native, rates["publisher"])
+
+
+if __name__ == "__main__":
+    main()
