@@ -115,8 +115,33 @@ class Transport(ABC):
         self.reconnects = self.outage_ns = 0
         return taken
 
+    def connect(self) -> None:
+        """Connect, retrying --connect-retry times with back-off (0.5 s, 1 s, 2 s ...)."""
+        retries = int(self.settings.get("connect_retry") or 0)
+        for attempt in range(retries + 1):
+            try:
+                self.open()
+                return
+            except TransportError:
+                if attempt == retries:
+                    raise
+                time.sleep(min(0.5 * 2 ** attempt, 10.0))
+
     @abstractmethod
-    def connect(self) -> None: ...
+    def open(self) -> None:
+        """One connection attempt; raises TransportError saying why it failed."""
+
+    def client_id(self, stable: bool) -> str | None:
+        """--client-id plus this worker's process and thread; when none was given and the
+        broker must find this client again (a durable subscription, a persistent session),
+        a stable one made from the node and group names, else None."""
+        s = self.settings
+        prefix = s.get("client_id")
+        if prefix is None and stable:
+            prefix = f"{s.get('node')}-{s.get('name')}-"
+        if prefix is None:
+            return None
+        return f"{prefix}{s.get('process', 0)}.{s.get('thread', 0)}"
 
     @abstractmethod
     def send(self, destination: Destination, message: Message) -> None: ...

@@ -173,7 +173,7 @@ class LoopbackTransport(Transport):
         self._tx_sends: list[tuple[Destination, Message]] | None = None
         self._tx_received: list[Message] = []
 
-    def connect(self) -> None:
+    def open(self) -> None:
         self._broker = _broker
 
     def send(self, destination: Destination, message: Message) -> None:

@@ -131,16 +131,6 @@ class MqttTransport(Transport):
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
         self.suback_lock = threading.Lock()
 
-    def _client_id(self) -> str:
-        s = self.settings
-        prefix = s.get("client_id")
-        if prefix is None and not self.clean:
-            # A persistent session is found again by its client id: make a stable one.
-            prefix = f"{s.get('node')}-{s.get('name')}-"
-        if prefix is None:
-            return f"harness-{uuid.uuid4().hex[:16]}"
-        return f"{prefix}{s.get('process', 0)}.{s.get('thread', 0)}"
-
     # -- paho callbacks (on paho's network thread)
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any,
                     properties: Any) -> None:
@@ -176,21 +166,11 @@ class MqttTransport(Transport):
             waiting[0].set()
 
     # -- connection
-    def connect(self) -> None:
-        retries = int(self.settings.get("connect_retry") or 0)
-        for attempt in range(retries + 1):
-            try:
-                self._open()
-                return
-            except TransportError:
-                if attempt == retries:
-                    raise
-                time.sleep(min(0.5 * 2 ** attempt, 10.0))
-
-    def _open(self) -> None:
+    def open(self) -> None:
         s = self.settings
         host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
-        client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=self._client_id(),
+        client_id = self.client_id(stable=not self.clean) or f"harness-{uuid.uuid4().hex[:16]}"
+        client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
                              protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
                              clean_session=None if self.v5 else self.clean)
         client.on_connect = self._on_connect

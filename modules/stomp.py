@@ -111,32 +111,11 @@ class StompTransport(Transport):
         self.subscription: tuple[Destination, dict[str, str], str] | None = None
         self.ack_mode = "client-individual" if settings.get("transacted") else \
             settings.get("ack", "auto")
-        self.client_id = self._client_id()
+        self.client = self.client_id(stable=bool(settings.get("durable_name")))
         self._ids = itertools.count(1)
         self._last_attempt = 0.0
 
-    def _client_id(self) -> str | None:
-        prefix = self.settings.get("client_id")
-        if prefix is None and self.settings.get("durable_name"):
-            # A durable subscription on ActiveMQ lives under a client id: make a stable one.
-            prefix = f"{self.settings.get('node')}-{self.settings.get('name')}-"
-        if prefix is None:
-            return None
-        return f"{prefix}{self.settings.get('process', 0)}.{self.settings.get('thread', 0)}"
-
-    # -- connection
-    def connect(self) -> None:
-        retries = int(self.settings.get("connect_retry") or 0)
-        for attempt in range(retries + 1):
-            try:
-                self._open()
-                return
-            except TransportError:
-                if attempt == retries:
-                    raise
-                time.sleep(min(0.5 * 2 ** attempt, 10.0))
-
-    def _open(self) -> None:
+    def open(self) -> None:
         s = self.settings
         host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
         beat = int(s.get("heartbeat_ms") or 0)
@@ -148,7 +127,7 @@ class StompTransport(Transport):
                          cert_file=s.get("cert"), ca_certs=s.get("ca"),
                          ssl_version=ssl.PROTOCOL_TLS_CLIENT)
         conn.set_listener("harness", _Listener(self))
-        headers = {"client-id": self.client_id} if self.client_id else {}
+        headers = {"client-id": self.client} if self.client else {}
         try:
             conn.connect(s.get("user"), s.get("password"), wait=True, headers=headers)
         except stomp.exception.ConnectFailedException:
@@ -181,7 +160,7 @@ class StompTransport(Transport):
                 self.conn.disconnect()
         self.went_down()
         self.transaction = None
-        self._open()
+        self.open()
         if self.subscription is not None and not self._auto_subscribed(self.subscription[0]):
             self._subscribe(*self.subscription)
         self.came_up()
