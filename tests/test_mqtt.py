@@ -129,36 +129,6 @@ def test_persistent_session_keeps_qos1_messages_while_offline(brokers):
         subscriber.close()
 
 
-REFUSALS = [
-    (["-m", "mqtt.Sender", "-d", "Q", "--flavour", "activemq"], "-m mqtt.Sender",
-     "does not support queues"),
-    (["-m", "mqtt.Publisher", "-d", "T", "--flavour", "rabbitmq", "--qos", "2"], "--qos",
-     "0 to 1"),
-    (["-m", "mqtt.Publisher", "-d", "T", "--flavour", "rabbitmq", "--protocol", "5"],
-     "--protocol", "3.1.1"),
-    (["-m", "mqtt.Publisher", "-d", "T", "-pp"], "-pp", "does not support persistent"),
-    (["-m", "mqtt.Publisher", "-d", "T", "-tx"], "-tx", "does not support transactions"),
-    (["-m", "mqtt.Subscriber", "-d", "T", "--selector", "a = 1"], "--selector",
-     "does not support selectors"),
-    (["-m", "mqtt.Subscriber", "-d", "T", "--durable-name", "d"], "--durable-name",
-     "does not support durable"),
-    (["-m", "mqtt.Responder", "-d", "R", "--flavour", "activemq", "-nt", "2"], "-nt",
-     "no shared subscriptions"),
-    (["-m", "mqtt.Subscriber", "-d", "T", "--session-expiry", "60"], "--session-expiry",
-     "--no-clean"),
-    (["-m", "mqtt.Subscriber", "-d", "T", "--ack", "client"], "--ack", "STOMP setting"),
-    (["-m", "mqtt.Publisher", "-d", "T", "--qos", "3"], "--qos", "0 to 2"),
-]
-
-
-@pytest.mark.parametrize(("args", "flag", "words"), REFUSALS)
-def test_what_a_broker_lacks_is_refused_before_the_run(harness, args, flag, words):
-    result = harness("run", *args, "-rl", "1")
-    assert result.code == 2
-    line = result.stderr.strip()
-    assert flag in line and words in line, line
-
-
 # -- TLS, against a Mosquitto of the test's own with a certificate the test makes
 
 def free_port():

@@ -166,30 +166,6 @@ def test_durable_subscription_receives_what_was_published_while_offline(brokers,
         subscriber.close()
 
 
-REFUSALS = [
-    (["-m", "stomp.Receiver", "-d", "Q", "--port", "61614", "--flavour", "rabbitmq",
-      "--selector", "a = 1"], "--selector", "does not support selectors"),
-    (["-m", "stomp.Subscriber", "-d", "T", "--flavour", "generic", "--durable-name", "x"],
-     "--durable-name", "does not support durable"),
-    (["-m", "stomp.Requestor", "-d", "Q", "--flavour", "generic"], "-m stomp.Requestor",
-     "does not support temp queues"),
-    (["-m", "stomp.Sender", "-d", "Q", "--qos", "1"], "--qos", "MQTT setting"),
-    (["-m", "stomp.Receiver", "-d", "Q", "--ack", "sometimes"], "--ack", "acknowledgement"),
-    (["-m", "stomp.Sender", "-d", "Q", "--flavour", "hornetq"], "--flavour", "flavours are"),
-    (["-m", "stomp.Sender", "-d", "Q", "--protocol", "1.0"], "--protocol", "1.1 and 1.2"),
-    (["-m", "stomp.Sender", "-d", "Q", "--selector", "a = 1"], "--selector", "does not consume"),
-]
-
-
-@pytest.mark.parametrize(("args", "flag", "words"), REFUSALS)
-def test_capabilities_a_broker_lacks_are_refused_before_the_run(harness, args, flag, words):
-    result = harness("run", *args, "-rl", "1")
-    assert result.code == 2
-    line = result.stderr.strip()
-    assert flag in line and words in line, line
-    assert result.run_dir is None
-
-
 def test_a_broker_that_is_down_is_one_line_and_exit_1(harness):
     started = time.monotonic()
     result = harness("run", "-m", "stomp.Sender", "-d", "Q", "--port", "1", "-rl", "1",
