@@ -21,6 +21,3 @@ def epoch_ns() -> int:
 def to_monotonic(epoch: int) -> int:
     return epoch - EPOCH_OFFSET_NS
 
-
-def to_epoch(monotonic: int) -> int:
-    return monotonic + EPOCH_OFFSET_NS

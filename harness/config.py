@@ -114,11 +114,6 @@ class RunSpec:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def bounded(self) -> bool:
-        """Whether the run ends by itself (by time, or every producer by count)."""
-        producers = [g for g in self.groups if g.producer]
-        return bool(self.duration) or (bool(producers) and all(g.messages for g in producers))
 
 
 def parse_module(text: str) -> tuple[str, str]:

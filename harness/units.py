@@ -20,13 +20,6 @@ def parse_size(text: str | int) -> int:
     return int(match.group(1)) * _FACTORS[match.group(2).lower()]
 
 
-def format_size(size: int) -> str:
-    for unit, factor in (("m", 1024**2), ("k", 1024)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
-
-
 def format_us(value: float | None) -> str:
     """Microseconds for a console line: 850us, 12.3ms, 4.20s."""
     if value is None:

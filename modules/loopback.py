@@ -138,9 +138,6 @@ class Broker:
             if topic is not None:
                 topic.subscribers = tuple(q for q in topic.subscribers if q is not queue)
 
-    def depth(self, name: str) -> int:
-        queue = self.queues.get(name)
-        return len(queue.items) if queue is not None else 0
 
 
 _broker = Broker()
