@@ -12,6 +12,7 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
 
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass
 
@@ -78,58 +79,89 @@ class Publisher(_Producer):
 
 
 class _Consumer(Worker):
+    """Measures every message it receives. Where the transport has a network thread of its
+    own, messages are measured on that thread as they arrive (push) and this thread only
+    watches the flags and the interval clock; otherwise this thread receives them (pull)."""
+
     def prepare(self) -> None:
         super().prepare()
+        self.count = 0
+        self.last = now_ns()
+        self.done = False
+        self.lock = threading.Lock()
         self.transport.subscribe(self.destination)
 
+    def _pushed(self, message: Message) -> None:
+        """On the transport's thread; the lock keeps interval hand-offs whole."""
+        with self.lock:
+            if not self.done:
+                try:
+                    self.consume(message, now_ns())
+                except Exception as exc:  # never let a failure vanish into a client library
+                    self.failure = self.failure or f"{type(exc).__name__}: {exc}"
+                    self.rec.errors += 1
+
     def work(self) -> None:
-        group = self.group
         control, rec = self.control, self.rec
-        receive, ack = self.transport.receive, self.transport.ack
-        tracker = self.tracker
-        crc_every = self.crc_every
-        limit = group.messages or -1
-        transacted, commit_count = group.transacted, group.commit_count
-        offset = EPOCH_OFFSET_NS
-        count = 0
-        last = now_ns()
-        while control.consuming and count != limit:
+        receive, consume, lock = self.transport.receive, self.consume, self.lock
+        # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
+        if not self.group.transacted:
+            with lock:  # what arrived before the start is measured first, in order
+                if self.transport.deliver(self._pushed):
+                    while (message := receive(0)) is not None:
+                        consume(message, now_ns())
+        while control.consuming and not self.done:
             try:
+                # Pushed: returns None after POLL_S, and reconnects a lost connection.
                 message = receive(POLL_S)
             except TransportError:
                 rec.errors += 1  # the transport reconnects; the outage is counted there
                 message = None
             now = now_ns()
-            if now >= self.next_boundary:
-                self.flush(now)
-            if message is None:
-                if control.draining and now - last >= control.drain_idle_ns:
-                    break
+            if message is not None:
+                consume(message, now)
                 continue
-            last = now
-            rec.received += 1
-            rec.bytes += len(message.body)
-            if message.seq >= 0:
-                arrived = now + offset
-                rec.latency.append((arrived - message.ts) // 1000)
-                rec.service.append((arrived - message.sent) // 1000)
-                if tracker is not None:
-                    tracker.check(message.producer, message.seq, now)
-                if crc_every and message.seq % crc_every == 0 and message.crc is not None \
-                        and zlib.crc32(message.body) != message.crc:
-                    rec.corrupt += 1
-            else:
-                rec.foreign += 1  # not from a harness producer: no timestamps, no sequence
-            self.handle(message)
-            try:
-                ack(message)
-            except TransportError:
-                rec.errors += 1  # unacknowledged: the broker redelivers, seen as a duplicate
-            count += 1
-            if transacted and count % commit_count == 0:
-                self.commit()
-        if transacted and count % commit_count:
+            with lock:
+                if now >= self.next_boundary:
+                    self.flush(now)
+            if control.draining and now - self.last >= control.drain_idle_ns:
+                break
+        with lock:
+            self.done = True
+        self.transport.deliver(None)
+        if self.group.transacted and self.count % self.group.commit_count:
             self.commit()
+
+    def consume(self, message: Message, now: int) -> None:
+        rec = self.rec
+        if now >= self.next_boundary:
+            self.flush(now)
+        self.last = now
+        rec.received += 1
+        rec.bytes += len(message.body)
+        if message.seq >= 0:
+            arrived = now + EPOCH_OFFSET_NS
+            rec.latency.append((arrived - message.ts) // 1000)
+            rec.service.append((arrived - message.sent) // 1000)
+            if self.tracker is not None:
+                self.tracker.check(message.producer, message.seq, now)
+            crc_every = self.crc_every
+            if crc_every and message.seq % crc_every == 0 and message.crc is not None \
+                    and zlib.crc32(message.body) != message.crc:
+                rec.corrupt += 1
+        else:
+            rec.foreign += 1  # not from a harness producer: no timestamps, no sequence
+        self.handle(message)
+        try:
+            self.transport.ack(message)
+        except TransportError:
+            rec.errors += 1  # unacknowledged: the broker redelivers, seen as a duplicate
+        self.count += 1
+        group = self.group
+        if group.transacted and self.count % group.commit_count == 0:
+            self.commit()
+        if self.count == group.messages:
+            self.done = True
 
     def handle(self, message: Message) -> None:
         """What the role does with a message after it is measured."""

@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -123,6 +123,8 @@ class MqttTransport(Transport):
         self.retain = bool(settings.get("retain"))
         self.clean = settings.get("clean", True)
         self.inbox: Inbox[Any] = Inbox()
+        self.sink: Callable[[Message], None] | None = None
+        self.sink_lock = threading.Lock()
         self.client: Any = None
         self.connected = threading.Event()
         self.connect_error: str | None = None
@@ -155,7 +157,12 @@ class MqttTransport(Transport):
                 self.went_down()
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
-        self.inbox.put(message)
+        with self.sink_lock:
+            sink = self.sink
+            if sink is None:
+                self.inbox.put(message)
+                return
+        sink(self.message(message))
 
     def _on_subscribe(self, client: Any, userdata: Any, mid: int, reasons: Any,
                       properties: Any) -> None:
@@ -262,8 +269,16 @@ class MqttTransport(Transport):
 
     def receive(self, timeout: float) -> Message | None:
         raw = self.inbox.get(timeout)
-        if raw is None:
-            return None
+        return None if raw is None else self.message(raw)
+
+    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+        # Under the lock on_message holds while it chooses: once this returns, nothing more
+        # goes into the inbox, so the caller can drain it and keep the order.
+        with self.sink_lock:
+            self.sink = sink
+        return True
+
+    def message(self, raw: Any) -> Message:
         message, reply, correlation = decode(raw.payload)
         if self.v5 and raw.properties is not None:
             reply = getattr(raw.properties, "ResponseTopic", reply) or reply

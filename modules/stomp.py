@@ -20,7 +20,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import stomp
@@ -56,7 +56,13 @@ class _Listener(stomp.ConnectionListener):
         self.transport = transport
 
     def on_message(self, frame: Any) -> None:
-        self.transport.inbox.put(frame)
+        transport = self.transport
+        with transport.sink_lock:
+            sink = transport.sink
+            if sink is None:
+                transport.inbox.put(frame)
+                return
+        sink(transport.message(frame))
 
     def on_receipt(self, frame: Any) -> None:
         event = self.transport.receipts.pop(frame.headers.get("receipt-id"), None)
@@ -103,6 +109,8 @@ class StompTransport(Transport):
         super().__init__(settings)
         self.flavour = settings.get("flavour") or "activemq"
         self.inbox: Inbox[Any] = Inbox()
+        self.sink: Callable[[Message], None] | None = None
+        self.sink_lock = threading.Lock()
         self.receipts: dict[str, threading.Event] = {}
         self.broker_errors: list[str] = []
         self.connected = False
@@ -270,8 +278,16 @@ class StompTransport(Transport):
                 time.sleep(timeout)
                 raise
         frame = self.inbox.get(timeout)
-        if frame is None:
-            return None
+        return None if frame is None else self.message(frame)
+
+    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+        # Under the lock on_message holds while it chooses: once this returns, nothing more
+        # goes into the inbox, so the caller can drain it and keep the order.
+        with self.sink_lock:
+            self.sink = sink
+        return True
+
+    def message(self, frame: Any) -> Message:
         h = frame.headers
         reply_to = h.get("reply-to")
         crc = h.get(H_CRC)

@@ -20,8 +20,10 @@ Last, mqtt.Publisher with 2 processes beside mosquitto_pub --repeat, the broker'
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,48 +143,84 @@ def bare(seconds: float, broker: str, destination: str, send: str,
     return rates[0], rates[1]
 
 
-def row(name: str, bare_rate: float, harness_rate: float) -> None:
-    print(f"{name:<40} bare {bare_rate:>9,.0f}/s   harness {harness_rate:>9,.0f}/s   "
-          f"ratio {harness_rate / bare_rate:5.2f}", flush=True)
+def destination(mqtt: bool) -> str:
+    name = f"bench.{uuid.uuid4().hex[:8]}"
+    return name.replace(".", "/") if mqtt else name
+
+
+def bare_case(seconds: float, kind: str, broker: str, send: str,
+              receive: str) -> tuple[float, float]:
+    name = destination(send.startswith("mqtt"))
+    dest = name if send.startswith("mqtt") else f"/{kind}/{name}"
+    return bare(seconds, broker, (dest, dest), send, receive)
+
+
+def harness_case(seconds: float, producer: str, consumer: str,
+                 flags: list[str]) -> tuple[float, float]:
+    name = destination(producer.startswith("mqtt"))
+    rates = harness(seconds, ["-m", producer, "-d", name, *flags],
+                    ["-m", consumer, "-d", name, *flags])
+    return rates[producer.split(".")[1].lower()], rates[consumer.split(".")[1].lower()]
+
+
+def row(name: str, bare_rates: list[float], harness_rates: list[float]) -> None:
+    """Medians of the alternating repeats, and the spread of the ratios."""
+    ratios = sorted(h / b for h, b in zip(harness_rates, bare_rates, strict=True))
+    b, h = statistics.median(bare_rates), statistics.median(harness_rates)
+    print(f"{name:<44} bare {b:>9,.0f}/s   harness {h:>9,.0f}/s   ratio {h / b:5.2f}  "
+          f"(runs {ratios[0]:.2f}..{ratios[-1]:.2f})", flush=True)
+
+
+def compare(repeat: int, one_bare, one_harness) -> tuple[list, list]:
+    """Alternate bare and harness runs, so that drift in the broker hits both alike."""
+    bares, harnesses = [], []
+    for _ in range(repeat):
+        bares.append(one_bare())
+        harnesses.append(one_harness())
+    return bares, harnesses
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window")
+    parser.add_argument("--repeat", type=int, default=3, help="alternating runs per case")
     parser.add_argument("--loop", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop:
         kind, broker, destination, seconds = args.loop
         bare_loop(kind, broker, destination, float(seconds))
         return
-    seconds = args.seconds
-    print(f"256-byte messages, producer and consumer in separate processes, "
-          f"{seconds:g} s measured after {WARMUP:g} s warm-up")
-    for broker, flags in STOMP.items():
-        for producer, consumer, kind in (("Sender", "Receiver", "queue"),
-                                         ("Publisher", "Subscriber", "topic")):
-            name = f"bench.{uuid.uuid4().hex[:8]}"
-            sent, received = bare(seconds, broker, (f"/{kind}/{name}", f"/{kind}/{name}"),
-                                  "stomp-send", "stomp-receive")
-            rates = harness(seconds, ["-m", f"stomp.{producer}", "-d", f"{name}.h", *flags],
-                            ["-m", f"stomp.{consumer}", "-d", f"{name}.h", *flags])
-            row(f"stomp.{producer} ({broker})", sent, rates[producer.lower()])
-            row(f"stomp.{consumer} ({broker})", received, rates[consumer.lower()])
-    topic = f"bench/{uuid.uuid4().hex[:8]}"
-    sent, received = bare(seconds, "mosquitto", (topic, topic), "mqtt-send", "mqtt-receive")
-    rates = harness(seconds, ["-m", "mqtt.Publisher", "-d", f"{topic}h", *MOSQUITTO],
-                    ["-m", "mqtt.Subscriber", "-d", f"{topic}h", *MOSQUITTO])
-    row("mqtt.Publisher QoS 0 (mosquitto)", sent, rates["publisher"])
-    row("mqtt.Subscriber QoS 0 (mosquitto)", received, rates["subscriber"])
+    seconds, repeat = args.seconds, args.repeat
+    print(f"256-byte messages, producer and consumer in separate processes, {seconds:g} s "
+          f"measured after {WARMUP:g} s warm-up; medians of {repeat} alternating runs")
+    cases = [(f"stomp.{p}", f"stomp.{c}", kind, broker, flags, "stomp-send", "stomp-receive")
+             for broker, flags in STOMP.items()
+             for p, c, kind in (("Sender", "Receiver", "queue"),
+                                ("Publisher", "Subscriber", "topic"))]
+    cases.append(("mqtt.Publisher", "mqtt.Subscriber", "topic", "mosquitto", MOSQUITTO,
+                  "mqtt-send", "mqtt-receive"))
+    for producer, consumer, kind, broker, flags, send, receive in cases:
+        bares, harnesses = compare(
+            repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
+            functools.partial(harness_case, seconds, producer, consumer, flags))
+        row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
+        row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
 
-    n = 200_000
-    started = time.perf_counter()
-    subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", "1883", "-t", topic, "-q", "0",
-                    "--repeat", str(n), "-m", BODY.decode()], check=True)
-    native = n / (time.perf_counter() - started)
-    rates = harness(seconds, ["-m", "mqtt.Publisher", "-d", topic, "--processes", "2",
-                              *MOSQUITTO])
-    row("mqtt.Publisher --processes 2 / mosquitto_pub", native, rates["publisher"])
+    topic = f"bench/{uuid.uuid4().hex[:8]}"
+
+    def one_native() -> float:
+        n = 200_000
+        started = time.perf_counter()
+        subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", "1883", "-t", topic, "-q",
+                        "0", "--repeat", str(n), "-m", BODY.decode()], check=True)
+        return n / (time.perf_counter() - started)
+
+    def one_processes() -> float:
+        return harness(seconds, ["-m", "mqtt.Publisher", "-d", topic, "--processes", "2",
+                                 *MOSQUITTO])["publisher"]
+
+    natives, ours = compare(repeat, one_native, one_processes)
+    row("mqtt.Publisher --processes 2 / mosquitto_pub", natives, ours)
 
 
 if __name__ == "__main__":
