@@ -44,8 +44,9 @@ MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
 def harness(seconds: float, *groups: list[str]) -> dict[str, float]:
     """Measured-phase rate of each group (sent for producers, received for consumers)."""
     first, *others = groups
+    # Consumers drain what is left, or the broker keeps it and holds the next producer back.
     command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(WARMUP),
-               "-rl", str(WARMUP + seconds), "-ss", "0.5", "--drain", "1"]
+               "-rl", str(WARMUP + seconds), "-ss", "0.5", "--drain", "60"]
     for group in others:
         command += ["-g", " ".join(group)]
     with tempfile.TemporaryDirectory() as out:
@@ -103,9 +104,10 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
             client.publish(destination, payload, 0)
             count += now >= start
     else:
-        counted = [0]
+        counted = [0, 0]  # in the window, in all
 
         def on_message(*_args) -> None:
+            counted[1] += 1
             if start <= time.monotonic() < end:
                 counted[0] += 1
 
@@ -123,7 +125,14 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
             client = mqtt_client()
             client.on_message = on_message
             client.subscribe(destination, 0)
-        time.sleep(end - time.monotonic() + 0.2)
+        # Keep consuming (uncounted) until the producer has stopped too, and the queue is
+        # drained: what the broker keeps would hold the next producer back.
+        last_seen = time.monotonic()
+        while time.monotonic() < end + 1 or time.monotonic() - last_seen < 1:
+            before = counted[1]
+            time.sleep(0.2)
+            if counted[1] != before:
+                last_seen = time.monotonic()
         count = counted[0]
     print(json.dumps({"rate": count / seconds}), flush=True)
 
