@@ -73,9 +73,7 @@ class Sender(_Producer):
 class Publisher(_Producer):
     """Publishes to a topic."""
 
-    @classmethod
-    def destination_kind(cls) -> str:
-        return "topic"
+    destination_kind = "topic"
 
 
 class _Consumer(Worker):
@@ -174,9 +172,7 @@ class Receiver(_Consumer):
 class Subscriber(_Consumer):
     """Subscribes to a topic."""
 
-    @classmethod
-    def destination_kind(cls) -> str:
-        return "topic"
+    destination_kind = "topic"
 
 
 class Responder(_Consumer):

@@ -74,7 +74,7 @@ def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
     queue_consumers: dict[tuple[str, str], int] = {}
     for i, group in enumerate(run.groups):
         role = ROLES[group.role]
-        if role.consumes and not role.produces and role.worker.destination_kind() == "queue":
+        if role.consumes and not role.produces and role.worker.destination_kind == "queue":
             # The embedded broker is per process: count only this cell's consumers there.
             if group.transport == "loopback" and i not in plan.group_indexes:
                 continue
@@ -87,7 +87,7 @@ def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
         role = ROLES[group.role]
         if not role.consumes or role.produces:
             continue
-        if role.worker.destination_kind() == "topic":
+        if role.worker.destination_kind == "topic":
             exclusive[i] = True
         else:
             exclusive[i] = queue_consumers.get((group.transport, group.destination or "")) == 1

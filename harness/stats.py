@@ -218,7 +218,7 @@ class RunStats:
         destinations: dict[tuple[str, str, str], dict[str, int]] = {}
         for totals in self.groups:
             spec = totals.spec
-            kind = ROLES[spec.role].worker.destination_kind()
+            kind = ROLES[spec.role].worker.destination_kind
             key = (spec.transport, kind, spec.destination or "")
             entry = destinations.setdefault(key, {"sent": 0, "received": 0, "duplicated": 0,
                                                   "subscribers": 0, "consumers": 0,

@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from harness.clock import now_ns
 from harness.pacing import Schedule
@@ -59,7 +60,7 @@ class WorkerSetup:
     reorder_window_ns: int
 
 
-class Worker(threading.Thread):
+class Worker(threading.Thread, ABC):
     """One thread of a group. Subclasses implement prepare() (connect, subscribe) and work()."""
 
     def __init__(self, setup: WorkerSetup) -> None:
@@ -72,7 +73,7 @@ class Worker(threading.Thread):
         self.transport = setup.transport
         self.key = (setup.group_index, setup.thread_index)
         self.producer_id = f"{setup.node}:{group.name}:{setup.process_index}:{setup.thread_index}"
-        self.destination = Destination(self.destination_kind(), group.destination or "")
+        self.destination = Destination(self.destination_kind, group.destination or "")
         self.body = setup.body
         self.body_crc = zlib.crc32(setup.body)
         self.crc_every = round(1 / group.crc) if group.crc else 0
@@ -93,9 +94,7 @@ class Worker(threading.Thread):
                                      seed=hash(self.producer_id))
 
     # -- what subclasses say about themselves
-    @classmethod
-    def destination_kind(cls) -> str:
-        return "queue"
+    destination_kind: ClassVar[str] = "queue"
 
     @classmethod
     def produces(cls) -> bool:
@@ -104,8 +103,9 @@ class Worker(threading.Thread):
     def prepare(self) -> None:
         self.transport.connect()
 
+    @abstractmethod
     def work(self) -> None:
-        raise NotImplementedError
+        """The role's loop, run on this thread once the run starts."""
 
     # -- the frame around work()
     def start_time(self) -> int:

@@ -23,15 +23,15 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from modules.base import Capability, Destination, Message, Transport, TransportError
-from modules.inbox import Inbox
+from modules.base import Capability, Destination, Message, TransportError
+from modules.network import NetworkTransport
 
 DEFAULT_PORT = 1883
 CONNECT_TIMEOUT_S = 10.0
@@ -80,7 +80,7 @@ def decode(payload: bytes) -> tuple[Message, str, str]:
     return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, corr
 
 
-class MqttTransport(Transport):
+class MqttTransport(NetworkTransport):
     name = "mqtt"
     description = "MQTT 3.1.1/5 via paho-mqtt; flavours mosquitto, activemq, rabbitmq, generic"
     capabilities = FLAVOURS["mosquitto"][0]
@@ -122,9 +122,6 @@ class MqttTransport(Transport):
         self.qos = int(settings.get("qos") or 0)
         self.retain = bool(settings.get("retain"))
         self.clean = settings.get("clean", True)
-        self.inbox: Inbox[Any] = Inbox()
-        self.sink: Callable[[Message], None] | None = None
-        self.sink_lock = threading.Lock()
         self.client: Any = None
         self.connected = threading.Event()
         self.connect_error: str | None = None
@@ -157,12 +154,7 @@ class MqttTransport(Transport):
                 self.went_down()
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
-        with self.sink_lock:
-            sink = self.sink
-            if sink is None:
-                self.inbox.put(message)
-                return
-        sink(self.message(message))
+        self.arrived(message)
 
     def _on_subscribe(self, client: Any, userdata: Any, mid: int, reasons: Any,
                       properties: Any) -> None:
@@ -268,15 +260,7 @@ class MqttTransport(Transport):
             raise TransportError(f"subscribe to {topic} refused: {reasons[0]}")
 
     def receive(self, timeout: float) -> Message | None:
-        raw = self.inbox.get(timeout)
-        return None if raw is None else self.message(raw)
-
-    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
-        # Under the lock on_message holds while it chooses: once this returns, nothing more
-        # goes into the inbox, so the caller can drain it and keep the order.
-        with self.sink_lock:
-            self.sink = sink
-        return True
+        return self.take(timeout)
 
     def message(self, raw: Any) -> Message:
         message, reply, correlation = decode(raw.payload)

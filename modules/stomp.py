@@ -22,14 +22,14 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import stomp
 import stomp.exception
 
-from modules.base import Capability, Destination, Message, Transport, TransportError
-from modules.inbox import Inbox
+from modules.base import Capability, Destination, Message, TransportError
+from modules.network import NetworkTransport
 
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
 logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
@@ -57,13 +57,7 @@ class _Listener(stomp.ConnectionListener):
         self.transport = transport
 
     def on_message(self, frame: Any) -> None:
-        transport = self.transport
-        with transport.sink_lock:
-            sink = transport.sink
-            if sink is None:
-                transport.inbox.put(frame)
-                return
-        sink(transport.message(frame))
+        self.transport.arrived(frame)
 
     def on_receipt(self, frame: Any) -> None:
         event = self.transport.receipts.pop(frame.headers.get("receipt-id"), None)
@@ -84,7 +78,7 @@ class _Listener(stomp.ConnectionListener):
             event.set()
 
 
-class StompTransport(Transport):
+class StompTransport(NetworkTransport):
     name = "stomp"
     description = "STOMP 1.1/1.2 via stomp.py; flavours activemq, rabbitmq, artemis, generic"
     capabilities = FLAVOURS["activemq"]
@@ -109,9 +103,6 @@ class StompTransport(Transport):
     def __init__(self, settings: Mapping[str, Any]) -> None:
         super().__init__(settings)
         self.flavour = settings.get("flavour") or "activemq"
-        self.inbox: Inbox[Any] = Inbox()
-        self.sink: Callable[[Message], None] | None = None
-        self.sink_lock = threading.Lock()
         self.receipts: dict[str, threading.Event] = {}
         self.broker_errors: list[str] = []
         self.connected = False
@@ -275,15 +266,7 @@ class StompTransport(Transport):
             except TransportError:
                 time.sleep(timeout)
                 raise
-        frame = self.inbox.get(timeout)
-        return None if frame is None else self.message(frame)
-
-    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
-        # Under the lock on_message holds while it chooses: once this returns, nothing more
-        # goes into the inbox, so the caller can drain it and keep the order.
-        with self.sink_lock:
-            self.sink = sink
-        return True
+        return self.take(timeout)
 
     def message(self, frame: Any) -> Message:
         h = frame.headers

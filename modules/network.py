@@ -1,0 +1,45 @@
+"""What the transports built on a client library with a network thread of its own share:
+messages arrive on that thread and are either handed to a consumer's measurement at once
+(deliver) or queued for the worker's receive()."""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from modules.base import Message, Transport
+from modules.inbox import Inbox
+
+
+class NetworkTransport(Transport):
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        super().__init__(settings)
+        self.inbox: Inbox[Any] = Inbox()
+        self.sink: Callable[[Message], None] | None = None
+        self.sink_lock = threading.Lock()
+
+    @abstractmethod
+    def message(self, raw: Any) -> Message:
+        """The harness message in what the client library received."""
+
+    def arrived(self, raw: Any) -> None:
+        """Called on the library's network thread for every message received."""
+        with self.sink_lock:
+            sink = self.sink
+            if sink is None:
+                self.inbox.put(raw)
+                return
+        sink(self.message(raw))
+
+    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+        # Under the lock arrived() holds while it chooses: once this returns, nothing more
+        # goes into the inbox, so the caller can drain it and keep the order.
+        with self.sink_lock:
+            self.sink = sink
+        return True
+
+    def take(self, timeout: float) -> Message | None:
+        raw = self.inbox.get(timeout)
+        return None if raw is None else self.message(raw)
