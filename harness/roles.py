@@ -28,7 +28,7 @@ class _Producer(Worker):
 
     def work(self) -> None:
         group = self.group
-        control, rec, schedule = self.control, self.rec, self.schedule
+        rec, schedule = self.rec, self.schedule
         send, destination = self.transport.send, self.destination
         body, size, crc = self.body, len(self.body), self.body_crc
         producer, properties, persistent = self.producer_id, group.properties or None, \
@@ -39,31 +39,33 @@ class _Producer(Worker):
         transacted, commit_count = group.transacted, group.commit_count
         offset = EPOCH_OFFSET_NS
         seq = 0
-        while control.producing and seq != limit:
-            due = self.pace()
-            if due is None:
-                break
-            intended, now = due
-            message = Message(body, producer, seq, intended + offset, now + offset, crc,
-                              properties, correlation, None, persistent)
-            try:
-                send(destination, message)
-            except TransportError:
-                rec.errors += 1
-                self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
-                continue
-            done = now_ns()
-            rec.service.append((done - now) // 1000)
-            if schedule is not None:
-                rec.delay.append((now - intended) // 1000)
-            rec.sent += 1
-            rec.bytes += size
-            seq += 1
-            self.stream_position = seq
-            if transacted and seq % commit_count == 0:
+        try:
+            while seq != limit:
+                due = self.pace()  # None once the producers are told to stop
+                if due is None:
+                    break
+                intended, now = due
+                message = Message(body, producer, seq, intended + offset, now + offset, crc,
+                                  properties, correlation, None, persistent)
+                try:
+                    send(destination, message)
+                except TransportError:
+                    rec.errors += 1
+                    self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                    continue
+                done = now_ns()
+                rec.service.append((done - now) // 1000)
+                if schedule is not None:
+                    rec.delay.append((now - intended) // 1000)
+                rec.sent += 1
+                rec.bytes += size
+                seq += 1
+                if transacted and seq % commit_count == 0:
+                    self.commit()
+            if transacted and seq % commit_count:
                 self.commit()
-        if transacted and seq % commit_count:
-            self.commit()
+        finally:
+            self.stream_position = seq
 
 
 class Sender(_Producer):
@@ -219,8 +221,8 @@ class Requestor(Worker):
         limit = group.messages or -1
         offset = EPOCH_OFFSET_NS
         seq = 0
-        while control.producing and seq != limit:
-            due = self.pace()
+        while seq != limit:
+            due = self.pace()  # None once the producers are told to stop
             if due is None:
                 break
             intended, now = due
