@@ -93,6 +93,21 @@ class Cell:
         self.workers: list[Worker] = []
         self.collector: threading.Thread | None = None
         self.process = psutil.Process()
+        self.bodies: dict[int, bytes] = {}
+        self.rates: dict[int, float] = {}  # per-thread rates changed live, by group
+        self.thread_counts: dict[int, int] = {}
+
+    def _new_worker(self, g: int) -> Worker:
+        run = self.run
+        group = run.groups[g]
+        thread = self.thread_counts.get(g, 0)
+        self.thread_counts[g] = thread + 1
+        settings = group.settings(run.node, self.plan.process_index, thread)
+        setup = WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
+                            self.outbox, transport_class(group.transport)(settings),
+                            self.bodies[g], self.plan.exclusive.get(g, False),
+                            int(run.reorder_window * 1e9))
+        return ROLES[group.role].worker(setup)
 
     # -- lifecycle, called by the controller
     def prepare(self) -> None:
@@ -106,17 +121,9 @@ class Cell:
             for action, destination, nth in run.faults:
                 broker.inject(action, destination, nth)
         for g in self.plan.group_indexes:
-            group = run.groups[g]
-            body = message_body(group)
-            worker_class = ROLES[group.role].worker
-            transport_type = transport_class(group.transport)
-            for t in range(group.threads):
-                settings = group.settings(run.node, self.plan.process_index, t)
-                setup = WorkerSetup(group, g, self.plan.process_index, t, run.node,
-                                    self.control, self.outbox, transport_type(settings), body,
-                                    self.plan.exclusive.get(g, False),
-                                    int(run.reorder_window * 1e9))
-                self.workers.append(worker_class(setup))
+            self.bodies[g] = message_body(run.groups[g])
+            for _ in range(run.groups[g].threads):
+                self.workers.append(self._new_worker(g))
         for worker in self.workers:
             try:
                 worker.prepare()
@@ -150,6 +157,48 @@ class Cell:
     def stop(self) -> None:
         self.control.producing = False
         self.control.consuming = False
+
+    # -- live changes (the live screen's keys), called between start and stop
+    def pause(self, paused: bool) -> None:
+        self.control.paused = paused
+        for worker in self.workers:
+            worker.pending = True
+
+    def set_rate(self, g: int, rate: float) -> None:
+        self.rates[g] = rate
+        for worker in self.workers:
+            if worker.key[0] == g and worker.schedule is not None:
+                worker.new_rate = rate
+                worker.pending = True
+
+    def add_thread(self, g: int) -> None:
+        """Start one more worker in group g; it connects on a thread of its own, so that a
+        slow broker does not hold up the cell."""
+        worker = self._new_worker(g)
+        threading.Thread(target=self._start_worker, args=(worker,), daemon=True,
+                         name=f"add-{worker.name}").start()
+
+    def _start_worker(self, worker: Worker) -> None:
+        try:
+            worker.prepare()
+        except Exception as exc:
+            self.emit({"type": "log", "process": self.plan.process_index,
+                       "message": f"{worker.group.name}: the added thread cannot start: {exc}"})
+            return
+        control = self.control
+        now = now_ns()
+        index = max((now - control.start_ns) // control.interval_ns, 0)
+        worker.interval_index = index
+        worker.next_boundary = control.start_ns + (index + 1) * control.interval_ns
+        worker.done_through = index - 1
+        if worker.schedule is not None:
+            worker.schedule.retarget(now, self.rates.get(worker.key[0], worker.schedule.rate))
+        if not (control.producing or not worker.produces()) or not control.consuming:
+            worker.transport.close()
+            return
+        worker.pending = True  # so that it sees a pause in force
+        self.workers.append(worker)
+        worker.start()
 
     def join(self, timeout: float | None = None) -> bool:
         if self.collector is not None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -274,6 +276,9 @@ def run(
     reorder_window: Annotated[float, typer.Option(
         "--reorder-window", help="Seconds a missing message may arrive late and count as "
         "reordered before it counts as lost.", rich_help_panel=RUN_PANEL)] = 1.0,
+    ui: Annotated[bool | None, typer.Option(
+        "--ui/--no-ui", help="The live screen; default: on when stdout is a terminal.",
+        rich_help_panel=RUN_PANEL)] = None,
     inject: Annotated[list[str] | None, typer.Option(
         "--inject", help="Loopback fault ACTION:DESTINATION:N, ACTION one of drop, "
         "duplicate, reorder, corrupt, N the n-th message sent there (repeatable; for tests).",
@@ -294,6 +299,8 @@ def run(
     if node:
         spec.node = node
     validate_run(spec)
+    if ui is None:
+        ui = _on_terminal()
     from harness.console import interval_lines, print_summary
     from harness.runner import Controller
 
@@ -306,17 +313,85 @@ def run(
     def on_log(message: str) -> None:
         err_console.print(f"harness: {message}", markup=False, style="yellow")
 
-    controller = Controller(spec, on_interval, on_log)
+    controller = Controller(spec, on_interval, on_log, isolate=ui)
     metrics.update({g.name: controller.metrics[i] for i, g in enumerate(spec.groups)})
     console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
     for g in spec.groups:
         pace = f"{g.per_thread_rate:g}/s per thread" if g.per_thread_rate else "unthrottled"
         console.print(f"  {g.name}: {g.module} -d {g.destination} x{g.threads} threads"
                       f" x{g.processes} processes, {g.size} B, {pace}", markup=False)
-    console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
-    result = controller.execute()
+    if ui:
+        result = _run_with_screen(controller)
+    else:
+        console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
+        result = controller.execute()
     print_summary(console, result.summary, str(result.run_dir))
     raise typer.Exit(result.exit_code)
+
+
+def _run_with_screen(controller: Any) -> Any:
+    """The run under the live screen; the controller's log is printed again afterwards, so
+    that nothing shown only on the screen is lost when it closes."""
+    from harness.live import LiveFeed
+    from harness.runner import Signals
+    from harness.ui import RunApp
+
+    feed = LiveFeed(controller)
+    controller.prepare()  # a broker that cannot be reached fails here, before the screen
+    feed.start()
+    with Signals(controller.request_stop):
+        RunApp(feed).run()
+        if feed.thread.is_alive():
+            err_console.print("harness: the screen closed; stopping the run", markup=False)
+            controller.request_stop()
+        result = feed.outcome()
+    for message in feed.messages:
+        err_console.print(f"harness: {message}", markup=False, style="yellow")
+    return result
+
+
+@app.command("view")
+def view(
+    run_dir: Annotated[Path, typer.Argument(
+        help="A run directory written by `harness run` (manifest.json, intervals.jsonl).",
+        show_default=False)],
+    ui: Annotated[bool | None, typer.Option(
+        "--ui/--no-ui", help="The screen; default: on when stdout is a terminal. Without it "
+        "the interval lines and the summary are printed.")] = None,
+) -> None:
+    """Replay a finished run in the live screen, stepping through its intervals: space
+    plays and pauses, left and right step, home and end jump."""
+    from harness.replay import ReplayFeed, load
+
+    recorded = load(run_dir)
+    if not recorded.views:
+        raise BadInput("RUN_DIR", f"{run_dir} holds no intervals")
+    if ui is None:
+        ui = _on_terminal()
+    if ui:
+        from harness.ui import RunApp
+
+        RunApp(ReplayFeed(run_dir, recorded)).run()
+        return
+    from harness.console import interval_lines, print_summary
+
+    metrics = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
+    for interval in recorded.views:
+        for line in interval_lines(interval, metrics):
+            console.print(line, markup=False)
+    for _, text in recorded.events:
+        console.print(text, markup=False)
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        print_summary(console, json.loads(summary.read_text()), str(run_dir))
+    else:
+        err_console.print(f"harness: {run_dir} has no summary.json: the run did not finish",
+                          markup=False, style="yellow")
+
+
+def _on_terminal() -> bool:
+    # The screen draws on stderr and reads keys from stdin: all three must be a terminal.
+    return all(stream.isatty() for stream in (sys.stdin, sys.stdout, sys.stderr))
 
 
 @app.command("modules")

@@ -19,6 +19,7 @@ from harness.cell import Cell, CellPlan
 from harness.errors import StartFailure
 
 READY_TIMEOUT_S = 120.0
+LIVE_COMMANDS = ("pause", "set_rate", "add_thread")
 
 
 class LocalCell:
@@ -46,6 +47,10 @@ class LocalCell:
 
     def kill(self) -> None:
         self.cell.stop()
+
+    def command(self, name: str, *args: Any) -> None:
+        """A live change: pause, set_rate or add_thread."""
+        getattr(self.cell, name)(*args)
 
     def join(self, timeout: float) -> None:
         self.cell.join(timeout)
@@ -95,6 +100,8 @@ def _child_main(plan: CellPlan, conn: Connection) -> None:
             cell.drain()
         elif command == "stop":
             cell.stop()
+        elif command in LIVE_COMMANDS:
+            getattr(cell, command)(*arg)
     cell.join(None)
 
 
@@ -157,6 +164,9 @@ class ChildCell:
 
     def stop(self) -> None:
         self._command("stop")
+
+    def command(self, name: str, *args: Any) -> None:
+        self._command(name, args)
 
     def kill(self) -> None:
         if self.process.is_alive():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -94,20 +95,22 @@ def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
     return exclusive
 
 
-class _Signals:
-    """First Ctrl-C or SIGTERM asks for a graceful stop, the second for an immediate one."""
+class Signals:
+    """Ctrl-C and SIGTERM call on_signal: the first asks for a graceful stop, the second for
+    an immediate one. Only the main thread may install handlers."""
 
-    def __init__(self) -> None:
-        self.count = 0
+    def __init__(self, on_signal: Callable[[], None]) -> None:
+        self.on_signal = on_signal
         self.previous: dict[int, Any] = {}
 
-    def __enter__(self) -> _Signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self.previous[sig] = signal.signal(sig, self._handle)
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.count += 1
+        self.on_signal()
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.previous.items():
@@ -116,7 +119,9 @@ class _Signals:
 
 class Controller:
     def __init__(self, run: RunSpec, on_interval: Callable[[IntervalView], None],
-                 on_log: Callable[[str], None]) -> None:
+                 on_log: Callable[[str], None], isolate: bool = False) -> None:
+        """isolate: run even a single cell in a child process, so that whatever else this
+        process does (the live screen) never takes the interpreter lock from the workers."""
         self.run = run
         self.on_interval = on_interval
         self.on_log = on_log
@@ -125,8 +130,17 @@ class Controller:
         self.run_dir = make_run_dir(run.output, run.name, self.started)
         self.plans = plan_cells(run, self.run_id)
         self.reports: queue.Queue[dict[str, Any]] = queue.Queue()
-        cell_type = LocalCell if len(self.plans) == 1 else ChildCell
+        cell_type = LocalCell if len(self.plans) == 1 and not isolate else ChildCell
         self.cells = [cell_type(plan, self.reports) for plan in self.plans]
+        self.stop_requests = 0
+        self.start_s: float | None = None
+        self.stop_at: float | None = None
+        self.finished = False
+        self.paused = False
+        self.rates = [g.per_thread_rate for g in run.groups]
+        self.added = [0] * len(run.groups)
+        self.commands: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+        self.events: list[dict[str, Any]] = []
         self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
         self.stats = RunStats(run, self.metrics)
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
@@ -184,9 +198,83 @@ class Controller:
                              histogram.get_max_value() if count else 0, encoded))
         writer.write_interval(records, hlog)
 
+    # -- requests from outside the run loop (signals, the live screen); thread-safe
+    def request_stop(self) -> None:
+        """The first request stops gracefully, the second at once."""
+        self.stop_requests += 1
+
+    def toggle_pause(self) -> str:
+        if self.stop_at is not None or self.start_s is None:
+            return "p: the producers are not running"
+        self.paused = not self.paused
+        self.commands.put(("pause", (self.paused,)))
+        return "producers paused (p resumes)" if self.paused else \
+            "producers resumed; schedules restart from now"
+
+    def change_rate(self, g: int, factor: float) -> str:
+        group = self.run.groups[g]
+        if self.stop_at is not None or self.start_s is None:
+            return "+/-: the producers are not running"
+        if not ROLES[group.role].produces:
+            return f"+/-: {group.name} is a {group.role}; its rate is what arrives"
+        if not self.rates[g]:
+            return f"+/-: {group.name} runs unthrottled (no -rt or --rate): there is no " \
+                   "rate to change"
+        self.rates[g] *= factor
+        self.commands.put(("set_rate", (g, self.rates[g])))
+        threads = group.threads * group.processes + self.added[g]
+        return f"{group.name}: rate {self.rates[g]:,.1f}/s per thread, " \
+               f"{self.rates[g] * threads:,.1f}/s for the group"
+
+    def add_thread(self, g: int) -> str:
+        group = self.run.groups[g]
+        if self.stop_at is not None or self.start_s is None:
+            return "t: the run is not in progress"
+        if group.role == "Subscriber":
+            return f"t: a subscriber that joins late misses what was published before, so " \
+                   f"the delivery check would count loss; start {group.name} with more -nt"
+        if any(plan.exclusive.get(g) for plan in self.plans):
+            return f"t: {group.name} is the only receiver on {group.destination} and checks " \
+                   "each producer's sequence, which a second receiver would break; start it " \
+                   "with -nt 2 or more to add receivers live"
+        self.commands.put(("add_thread", (g,)))
+        self.added[g] += 1
+        return f"{group.name}: thread added ({group.threads * group.processes + self.added[g]}" \
+               " in all)"
+
+    def _apply_commands(self, writer: RunWriter) -> None:
+        while True:
+            try:
+                name, args = self.commands.get_nowait()
+            except queue.Empty:
+                return
+            if name == "add_thread":
+                holders = [c for c in self.cells if args[0] in c.plan.group_indexes]
+                targets = [holders[(self.added[args[0]] - 1) % len(holders)]]
+            else:
+                targets = self.cells
+            for cell in targets:
+                cell.command(name, *args)
+            event: dict[str, Any] = {"time": time.time() - (self.start_s or 0), "action": name}
+            if name == "pause":
+                event["paused"] = args[0]
+            else:
+                event["group"] = self.run.groups[args[0]].name
+                if name == "set_rate":
+                    event["rate_per_thread"] = args[1]
+            self.events.append(event)
+            writer.write_interval([{"type": "event", "v": SCHEMA_VERSION, "run": self.run_id,
+                                    "node": self.run.node, **event}], [])
+
     # -- the run
     def execute(self) -> RunResult:
-        run = self.run
+        """prepare() then measure(), with Ctrl-C and SIGTERM asking for the stop."""
+        self.prepare()
+        with Signals(self.request_stop):
+            return self.measure()
+
+    def prepare(self) -> None:
+        """Start every cell and connect every worker; raises StartFailure if one cannot."""
         try:
             for cell in self.cells:
                 cell.launch()
@@ -198,6 +286,10 @@ class Controller:
             self.manifest["status"] = "failed to start"
             write_json_atomic(self.run_dir / "manifest.json", self.manifest)
             raise
+
+    def measure(self) -> RunResult:
+        """Run the prepared cells to the end and write the run directory."""
+        run = self.run
         start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
         self.start_s = start_ns / 1e9
         writer = RunWriter(self.run_dir, self.run_id, run.node, self.start_s)
@@ -217,66 +309,65 @@ class Controller:
         live = {p.process_index for p in self.plans}
         producing: dict[int, int] = {}
         next_index = 0
-        stop_at: float | None = None
         stopped_by = "running"
         drain_sent = stop_sent = False
         exit_code = 0
         done: set[int] = set()
         streams: list[dict[str, Any]] = []
-        with _Signals() as signals:
-            while len(done) < len(self.cells):
-                now = time.time()
-                if signals.count >= 2:
-                    stopped_by = "second interrupt"
-                    exit_code = 130
-                    for cell in self.cells:
-                        cell.stop()
-                        cell.kill()
-                    break
-                if stop_at is None:
-                    if signals.count == 1:
-                        stop_at, stopped_by = now, "interrupt"
-                    elif run.duration and now >= self.start_s + run.duration:
-                        stop_at, stopped_by = self.start_s + run.duration, "run length"
-                    elif has_producers and producing and len(producing) == len(live) and \
-                            sum(producing.values()) == 0:
-                        stop_at, stopped_by = now, "message count"
-                    if stop_at is not None:
-                        self.manifest["producers_stopped"] = stop_at
-                        self._broadcast("drain")
-                        drain_sent = True
-                if drain_sent and not stop_sent and now >= (stop_at or now) + run.drain:
-                    self._broadcast("stop")
-                    stop_sent = True
-                try:
-                    report = self.reports.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                kind = report["type"]
-                process = report.get("process", -1)
-                if kind == "status":
-                    producing[process] = report["producing"]
-                elif kind == "log":
-                    self.on_log(f"process {process}: {report['message']}")
-                elif kind == "done":
-                    done.add(process)
-                    if "lost" in report:
-                        self.on_log(report["lost"])
-                        exit_code = exit_code or 1
-                    live.discard(process)
-                    finals.setdefault(process, -1)
-                elif kind == "interval":
-                    index = report["index"]
-                    start = self.start_s + index * interval
-                    phase = self._phase(start, stop_at)
-                    self._write(writer, report, phase, start)
-                    pending.setdefault(index, {})[process] = report
-                    producing[process] = sum(g["producing"] for g in report["groups"].values())
-                    if report["final"]:
-                        finals[process] = index
-                        streams.extend(report.get("streams", ()))
-                    next_index = self._emit_complete(pending, finals, next_index, stop_at)
-        next_index = self._emit_complete(pending, finals, next_index, stop_at, flush=True)
+        while len(done) < len(self.cells):
+            now = time.time()
+            if self.stop_requests >= 2:
+                stopped_by = "second interrupt"
+                exit_code = 130
+                for cell in self.cells:
+                    cell.stop()
+                    cell.kill()
+                break
+            if self.stop_at is None:
+                self._apply_commands(writer)
+                if self.stop_requests == 1:
+                    self.stop_at, stopped_by = now, "interrupt"
+                elif run.duration and now >= self.start_s + run.duration:
+                    self.stop_at, stopped_by = self.start_s + run.duration, "run length"
+                elif has_producers and producing and len(producing) == len(live) and \
+                        sum(producing.values()) == 0:
+                    self.stop_at, stopped_by = now, "message count"
+                if self.stop_at is not None:
+                    self.manifest["producers_stopped"] = self.stop_at
+                    self._broadcast("drain")
+                    drain_sent = True
+            if drain_sent and not stop_sent and now >= (self.stop_at or now) + run.drain:
+                self._broadcast("stop")
+                stop_sent = True
+            try:
+                report = self.reports.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            kind = report["type"]
+            process = report.get("process", -1)
+            if kind == "status":
+                producing[process] = report["producing"]
+            elif kind == "log":
+                self.on_log(f"process {process}: {report['message']}")
+            elif kind == "done":
+                done.add(process)
+                if "lost" in report:
+                    self.on_log(report["lost"])
+                    exit_code = exit_code or 1
+                live.discard(process)
+                finals.setdefault(process, -1)
+            elif kind == "interval":
+                index = report["index"]
+                start = self.start_s + index * interval
+                phase = self._phase(start, self.stop_at)
+                self._write(writer, report, phase, start)
+                pending.setdefault(index, {})[process] = report
+                producing[process] = sum(g["producing"] for g in report["groups"].values())
+                if report["final"]:
+                    finals[process] = index
+                    streams.extend(report.get("streams", ()))
+                next_index = self._emit_complete(pending, finals, next_index, writer)
+        next_index = self._emit_complete(pending, finals, next_index, writer, flush=True)
         for cell in self.cells:
             cell.join(2.0)
         if exit_code == 0:
@@ -292,11 +383,14 @@ class Controller:
         write_json_atomic(self.run_dir / "summary.json", summary)
         self.manifest.update(status="complete" if exit_code == 0 else "incomplete",
                              stopped_by=stopped_by, end=end, intervals=self.stats.intervals)
+        if self.events:
+            self.manifest["events"] = self.events
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+        self.finished = True
         return RunResult(self.run_dir, summary, exit_code, stopped_by)
 
     def _emit_complete(self, pending: dict[int, dict[int, dict[str, Any]]],
-                       finals: dict[int, int], next_index: int, stop_at: float | None,
+                       finals: dict[int, int], next_index: int, writer: RunWriter,
                        flush: bool = False) -> int:
         """Merge and show every interval that all processes have reported, in order."""
         processes = {p.process_index for p in self.plans}
@@ -306,9 +400,15 @@ class Controller:
             if not flush and not expected <= reports.keys():
                 break
             start = self.start_s + next_index * self.run.interval
+            broker_cpu = self._broker_cpu()
             view = self.stats.merge(next_index, start - self.start_s,
-                                    self._phase(start, stop_at), list(reports.values()),
-                                    self._broker_cpu())
+                                    self._phase(start, self.stop_at), list(reports.values()),
+                                    broker_cpu)
+            if broker_cpu is not None:
+                writer.write_interval([{"type": "broker", "v": SCHEMA_VERSION,
+                                        "run": self.run_id, "node": self.run.node,
+                                        "interval": next_index, "start": start,
+                                        "pid": self.run.broker_pid, "cpu": broker_cpu}], [])
             del pending[next_index]
             self.on_interval(view)
             next_index += 1

@@ -40,6 +40,7 @@ class Control:
         self.produce_until_ns = 1 << 62
         self.consuming = True
         self.draining = False
+        self.paused = False  # producers hold (the live screen's p), consumers go on
 
 
 Handoff = tuple[tuple[int, int], int, Sample]  # (group index, thread key), interval, sample
@@ -87,6 +88,10 @@ class Worker(threading.Thread, ABC):
         self.finished = False
         self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
         self.failure: str | None = None
+        # Live changes from the controller: set new_rate or Control.paused, then pending, which
+        # pace() checks once per message.
+        self.pending = False
+        self.new_rate: float | None = None
         rate = group.per_thread_rate
         self.schedule: Schedule | None = None
         if rate and self.produces():
@@ -176,6 +181,8 @@ class Worker(threading.Thread, ABC):
         control = self.control
         if not control.producing:
             return None
+        if self.pending and not self._apply_pending():
+            return None
         schedule = self.schedule
         if schedule is None:
             now = now_ns()
@@ -194,6 +201,28 @@ class Worker(threading.Thread, ABC):
         if now >= self.next_boundary:
             self.flush(now)
         return intended, now
+
+    def _apply_pending(self) -> bool:
+        """Hold while paused, then take up a new rate; False if told to stop meanwhile.
+
+        After a pause or a rate change the schedule starts again from now: the messages not
+        sent while paused were never due, so they are not sent in a burst nor counted late.
+        """
+        self.pending = False
+        control = self.control
+        resumed = False
+        while control.paused:
+            now = now_ns()
+            if not control.producing or now >= control.produce_until_ns:
+                return False
+            if now >= self.next_boundary:
+                self.flush(now)
+            time.sleep(MAX_SLEEP_S)
+            resumed = True
+        rate, self.new_rate = self.new_rate, None
+        if self.schedule is not None and (rate or resumed):
+            self.schedule.retarget(now_ns(), rate or self.schedule.rate)
+        return True
 
     def commit(self) -> None:
         self.transport.commit()

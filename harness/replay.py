@@ -1,0 +1,168 @@
+"""A finished run read back from its directory: the manifest's options rebuild the run, and
+intervals.jsonl's records are merged per interval by the same code that merged them live, so
+a replay shows exactly the numbers the run showed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.board import Board
+from harness.cell import metrics_for
+from harness.config import GroupSpec, RunSpec
+from harness.errors import BadInput
+from harness.feed import Feed, Status
+from harness.output import SCHEMA_VERSION
+from harness.recorder import COUNTERS
+from harness.stats import IntervalView, RunStats
+
+
+@dataclass
+class RecordedRun:
+    run: RunSpec
+    metrics: dict[int, list[str]]
+    manifest: dict[str, Any]
+    views: list[IntervalView]
+    events: list[tuple[int, str]] = field(default_factory=list)  # (interval, text)
+    skipped: int = 0  # lines that did not parse (a run killed mid-write)
+
+
+def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
+    options = dict(manifest["options"])
+    groups = [GroupSpec(**g) for g in options.pop("groups")]
+    return RunSpec(groups=groups, **options)
+
+
+def load(run_dir: Path) -> RecordedRun:
+    """Read a run directory; BadInput names what is missing or wrong."""
+    manifest_path, intervals_path = run_dir / "manifest.json", run_dir / "intervals.jsonl"
+    for path in (manifest_path, intervals_path):
+        if not path.is_file():
+            raise BadInput("RUN_DIR", f"{path} does not exist: not a run directory")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        run = run_from_manifest(manifest)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadInput("RUN_DIR", f"{manifest_path} is not a harness manifest ({exc})") \
+            from None
+    if manifest.get("schema") != SCHEMA_VERSION:
+        raise BadInput("RUN_DIR", f"{manifest_path}: schema {manifest.get('schema')!r}, this "
+                       f"harness reads {SCHEMA_VERSION}")
+    names = {g.name: i for i, g in enumerate(run.groups)}
+    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+    # interval -> (node, process) -> report, shaped as a cell's interval report
+    intervals: dict[int, dict[tuple[str, int], dict[str, Any]]] = {}
+    starts: dict[int, tuple[float, str]] = {}
+    broker: dict[int, float] = {}
+    raw_events: list[dict[str, Any]] = []
+    skipped = 0
+    with intervals_path.open() as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                skipped += 1
+                continue
+            kind = record.get("type")
+            if kind == "event":
+                raw_events.append(record)
+                continue
+            if kind == "broker":
+                broker[record["interval"]] = record["cpu"]
+                continue
+            if kind not in ("process", "counters", "histogram"):
+                continue
+            index = record["interval"]
+            report = intervals.setdefault(index, {}).setdefault(
+                (record["node"], record["process"]),
+                {"process": record["process"], "length_s": record["length"], "cpu": 0.0,
+                 "groups": {}})
+            starts.setdefault(index, (record["start"], record["phase"]))
+            if kind == "process":
+                report["cpu"] = record["cpu"]
+                continue
+            g = names[record["group"]]
+            part = report["groups"].setdefault(g, {"counters": {}, "histograms": {},
+                                                   "threads_up": 0, "threads": 0,
+                                                   "producing": 0})
+            if kind == "counters":
+                part["threads_up"], part["threads"] = record["threads_up"], record["threads"]
+                part["counters"] = {k: record.get(k, 0) for k in COUNTERS}
+            else:
+                part["histograms"][record["tag"][len(record["group"]) + 1:]] = record["hist"]
+    origin = manifest.get("start") or min((s for s, _ in starts.values()), default=0.0)
+    stats = RunStats(run, metrics)
+    views = []
+    for index in sorted(intervals):
+        start, phase = starts[index]
+        reports = list(intervals[index].values())
+        views.append(stats.merge(index, start - origin, phase, reports, broker.get(index)))
+    events = []
+    for record in raw_events:
+        at = int(record["time"] // run.interval)
+        detail = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in record.items()
+                           if k not in ("type", "v", "run", "node", "time", "action"))
+        events.append((at, f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()))
+    return RecordedRun(run, metrics, manifest, views, events, skipped)
+
+
+class ReplayFeed(Feed):
+    """Steps through a recorded run, one interval per screen refresh while playing."""
+
+    live = False
+
+    def __init__(self, run_dir: Path, recorded: RecordedRun) -> None:
+        self.run_dir = run_dir
+        self.recorded = recorded
+        self.run = recorded.run
+        self.position = 0  # intervals shown
+        self.playing = True
+        self.board = Board(self.run, recorded.metrics)
+        self.pending: list[str] = []
+        if recorded.skipped:
+            self.pending.append(f"{recorded.skipped} lines of intervals.jsonl did not parse "
+                                "(the run was cut off mid-write) and are left out")
+
+    def _rebuild(self, position: int) -> None:
+        position = min(max(position, 0), len(self.recorded.views))
+        if position < self.position:
+            self.board = Board(self.run, self.recorded.metrics)
+            self.position = 0
+        while self.position < position:
+            view = self.recorded.views[self.position]
+            self.pending.extend(self.board.add(view))
+            self.pending.extend(text for at, text in self.recorded.events if at == view.index)
+            self.position += 1
+
+    def poll(self) -> list[str]:
+        if self.playing:
+            self._rebuild(self.position + 1)
+            if self.position >= len(self.recorded.views):
+                self.playing = False
+        lines, self.pending = self.pending, []
+        return lines
+
+    def status(self) -> Status:
+        views = self.recorded.views
+        end = views[-1].start + views[-1].length if views else 0.0
+        shown = views[self.position - 1] if self.position else None
+        elapsed = shown.start + shown.length if shown else 0.0
+        state = "playing" if self.playing else "stopped"
+        return Status(shown.phase if shown else "starting", elapsed, end - elapsed,
+                      position=f"{self.position}/{len(views)} intervals, {state}")
+
+    def toggle_play(self) -> None:
+        if not self.playing and self.position >= len(self.recorded.views):
+            self._rebuild(0)
+        self.playing = not self.playing
+
+    def step(self, steps: int) -> None:
+        self.playing = False
+        self._rebuild(self.position + steps)
+
+    def seek(self, where: int) -> None:
+        self.playing = False
+        self._rebuild(0 if where == 0 else len(self.recorded.views))

@@ -1,0 +1,220 @@
+"""The live screen and the replay, driven by Textual's pilot against real loopback runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+
+from harness.config import GroupSpec, RunSpec, validate_run
+from harness.live import LiveFeed
+from harness.replay import ReplayFeed, load
+from harness.runner import Controller
+from harness.ui import COLUMNS, RunApp
+from tests.conftest import read_jsonl
+
+SIZE = (160, 48)
+
+
+def spec(tmp_path: Path, *groups: GroupSpec, duration: float = 0.0) -> RunSpec:
+    run = RunSpec(groups=list(groups), duration=duration, interval=1.0, drain=1.0,
+                  output=str(tmp_path / "runs"), name="ui")
+    validate_run(run)
+    return run
+
+
+def sender(rate: float, threads: int = 1) -> GroupSpec:
+    return GroupSpec("loopback.Sender", "Q", thread_rate=rate, threads=threads)
+
+
+def receiver(threads: int = 1) -> GroupSpec:
+    return GroupSpec("loopback.Receiver", "Q", threads=threads)
+
+
+Scenario = Callable[[Pilot[None], RunApp, LiveFeed], Awaitable[None]]
+
+
+def live(run: RunSpec, scenario: Scenario) -> tuple[LiveFeed, Any, RunApp]:
+    """Run `run` under the screen, play the scenario, then wait for the run to end."""
+    controller = Controller(run, lambda view: None, lambda line: None, isolate=True)
+    feed = LiveFeed(controller)
+    controller.prepare()
+    feed.start()
+    app = RunApp(feed)
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(1.0)
+            await scenario(pilot, app, feed)
+            deadline = time.monotonic() + 30
+            while app.return_code is None and time.monotonic() < deadline:
+                await pilot.pause(0.2)
+
+    asyncio.run(main())
+    return feed, feed.outcome(), app
+
+
+async def wait_intervals(pilot: Pilot[None], feed: LiveFeed, count: int) -> None:
+    """Until `count` more merged intervals have reached the screen."""
+    target = feed.board.intervals + count
+    deadline = time.monotonic() + count * 3 + 5
+    while feed.board.intervals < target and time.monotonic() < deadline:
+        await pilot.pause(0.1)
+    assert feed.board.intervals >= target, "the screen stopped receiving intervals"
+
+
+def sent_per_interval(run_dir: Path, group: str) -> list[int]:
+    return [r["sent"] for r in read_jsonl(run_dir / "intervals.jsonl")
+            if r["type"] == "counters" and r["group"] == group and r["length"] == 1.0]
+
+
+def log_text(app: RunApp) -> str:
+    return "\n".join(app.log_lines)
+
+
+def test_rate_keys_and_added_threads_reach_the_workers(tmp_path: Path) -> None:
+    marks: dict[str, int] = {}
+
+    async def scenario(pilot: Pilot[None], app: RunApp, feed: LiveFeed) -> None:
+        await wait_intervals(pilot, feed, 2)
+        await pilot.press("plus", "plus")  # 200 -> 220 -> 242 msg/s
+        await pilot.pause(0.3)
+        marks["rate"] = feed.board.intervals
+        await wait_intervals(pilot, feed, 4)
+        await pilot.press("t")  # a second sender thread at the new rate
+        await pilot.pause(0.3)
+        marks["thread"] = feed.board.intervals
+        await wait_intervals(pilot, feed, 4)
+        await pilot.press("q")
+
+    feed, result, _ = live(spec(tmp_path, sender(200), receiver()), scenario)
+    sent = sent_per_interval(result.run_dir, "sender")
+    # One interval of slack after each key for the change to land mid-interval.
+    after_rate = sent[marks["rate"] + 1:marks["thread"]]
+    after_thread = sent[marks["thread"] + 1:]
+    assert after_rate and all(abs(n - 242) <= 5 for n in after_rate), (sent, marks)
+    assert after_thread and all(abs(n - 484) <= 8 for n in after_thread[:-1]), (sent, marks)
+    events = result.run_dir.joinpath("manifest.json").read_text()
+    assert '"set_rate"' in events and '"add_thread"' in events
+    manifest = json.loads(events)
+    assert [round(e["rate_per_thread"]) for e in manifest["events"] if "rate_per_thread" in e] \
+        == [220, 242]
+    assert feed.board.groups["sender"].threads == 2
+    assert result.summary["groups"]["receiver"]["lost"] == 0
+
+
+def test_pause_holds_the_producers_and_resumes_without_a_burst(tmp_path: Path) -> None:
+    marks: dict[str, int] = {}
+
+    async def scenario(pilot: Pilot[None], app: RunApp, feed: LiveFeed) -> None:
+        await wait_intervals(pilot, feed, 2)
+        await pilot.press("p")
+        marks["paused"] = feed.board.intervals
+        await wait_intervals(pilot, feed, 3)
+        assert "paused" in str(app.query_one("#top", Static).render())
+        await pilot.press("p")
+        marks["resumed"] = feed.board.intervals
+        await wait_intervals(pilot, feed, 3)
+        await pilot.press("q")
+
+    _, result, app = live(spec(tmp_path, sender(300), receiver()), scenario)
+    sent = sent_per_interval(result.run_dir, "sender")
+    held = sent[marks["paused"] + 1:marks["resumed"]]
+    resumed = sent[marks["resumed"] + 1:-1]
+    assert held and all(n == 0 for n in held), (sent, marks)
+    # The schedule restarts from the resume: no catch-up burst of the messages not sent.
+    assert resumed and all(abs(n - 300) <= 6 for n in resumed), (sent, marks)
+    assert "producers paused" in log_text(app) and "producers resumed" in log_text(app)
+
+
+def test_stop_screenshot_reset_and_selection(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot[None], app: RunApp, feed: LiveFeed) -> None:
+        await wait_intervals(pilot, feed, 2)
+        await pilot.press("down")
+        seen["selected"] = app.selected
+        seen["title"] = app.query_one("#percentiles", Static).content.title
+        await pilot.press("r")
+        seen["after_reset"] = feed.board.groups["sender"].total
+        await wait_intervals(pilot, feed, 1)
+        seen["one_interval"] = feed.board.groups["sender"].total
+        await pilot.press("t")  # refused: the only receiver checks sequences
+        await pilot.press("s")
+        await pilot.pause(0.2)
+        seen["screenshots"] = list(app.screenshots)
+        await pilot.press("q")
+
+    _, result, app = live(spec(tmp_path, sender(100, threads=2), receiver()), scenario)
+    assert seen["selected"] == "receiver" and "receiver: latency" in seen["title"]
+    assert seen["after_reset"] == 0 and 150 <= seen["one_interval"] <= 250
+    assert "only receiver" in log_text(app)
+    assert app.return_code == 0  # the screen closed by itself once the run had stopped
+    assert result.stopped_by == "interrupt" and result.exit_code == 0
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    read_jsonl(result.run_dir / "intervals.jsonl")  # every line whole
+    [shot] = seen["screenshots"]
+    assert Path(shot).parent == result.run_dir
+    assert Path(shot).read_text().startswith("<svg") and "receiver" in Path(shot).read_text()
+
+
+def test_screen_shows_the_numbers_the_statistics_engine_produced(harness: Any,
+                                                                  tmp_path: Path) -> None:
+    done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "500", "-nt", "2",
+                   "-rl", "4", "-sw", "1", "-ss", "1", "-g", "-m loopback.Receiver -d Q")
+    assert done.code == 0, done.stderr
+    summary = done.summary
+    recorded = load(done.run_dir)
+    feed = ReplayFeed(done.run_dir, recorded)
+    rows: dict[str, list[str]] = {}
+    app = RunApp(feed)
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("end")
+            await pilot.pause(0.3)
+            table = app.query_one("#groups", DataTable)
+            for name in ("sender", "receiver"):
+                rows[name] = [str(cell) for cell in table.get_row(name)]
+
+    asyncio.run(main())
+    columns = [key for key, _ in COLUMNS]
+    for name, row in rows.items():
+        cells = dict(zip(columns, row, strict=True))
+        expected = summary["groups"][name]
+        total = expected["received"] or expected["sent"]
+        assert cells["avg"] == f"{expected['rate']:,.1f}"
+        assert cells["total"] == f"{total:,}"
+        assert cells["lost"] == str(expected["lost"])
+        board = feed.board.groups[name]
+        cumulative = board.percentiles(board.headline, cumulative=True)
+        assert cumulative == expected[expected["headline"]]
+
+
+def test_view_prints_the_recorded_intervals_without_a_terminal(harness: Any) -> None:
+    done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "200", "-rl", "3",
+                   "-ss", "1", "-g", "-m loopback.Receiver -d Q")
+    assert done.code == 0, done.stderr
+    shown = harness("view", str(done.run_dir))
+    assert shown.code == 0, shown.stderr
+    # The same interval lines the run printed, from the files alone.
+    run_lines = [line for line in done.stdout.splitlines() if " sent " in line or
+                 " recv " in line]
+    view_lines = [line for line in shown.stdout.splitlines() if " sent " in line or
+                  " recv " in line]
+    assert view_lines == run_lines
+
+
+def test_view_refuses_what_is_not_a_run_directory(harness: Any, tmp_path: Path) -> None:
+    shown = harness("view", str(tmp_path))
+    assert shown.code == 2
+    assert shown.stderr.strip().splitlines() == [
+        f"harness: error: RUN_DIR: {tmp_path}/manifest.json does not exist: not a run "
+        "directory"]
