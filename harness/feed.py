@@ -63,14 +63,11 @@ class Feed(ABC):
 
 def describe_target(run: RunSpec) -> str:
     """Transports and brokers, as the header shows them: stomp activemq@127.0.0.1:61613."""
+    from modules import transport_class
+
     seen: list[str] = []
     for group in run.groups:
-        if group.transport == "loopback":
-            text = "loopback (embedded)"
-        else:
-            port = f":{group.port}" if group.port else ""
-            flavour = f" {group.flavour}" if group.flavour else ""
-            text = f"{group.transport}{flavour}@{group.host}{port}"
+        text = transport_class(group.transport).endpoint(group.settings(run.node, 0, 0))
         if text not in seen:
             seen.append(text)
     return ", ".join(seen)

@@ -91,3 +91,23 @@ def render(points: list[tuple[float, int]], width: int, height: int) -> list[str
             axis[at:at + len(text)] = text
     lines.append(" " * label_width + "+" + "".join(axis))
     return lines
+
+
+_EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def bars(values: list[float], width: int, height: int) -> list[str]:
+    """A sparkline of the last `width` values, `height` rows tall, scaled from zero (a
+    min-to-max scale would turn 3,999 against 4,001 msg/s into a cliff)."""
+    values = values[-width:]
+    top = max(values, default=0.0)
+    if width < 1 or height < 1:
+        return []
+    rows = []
+    for row in range(height - 1, -1, -1):
+        line = []
+        for value in values:
+            eighths = round(value / top * height * 8) if top > 0 else 0
+            line.append(_EIGHTHS[min(max(eighths - row * 8, 0), 8)])
+        rows.append("".join(line))
+    return rows

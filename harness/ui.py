@@ -16,11 +16,11 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, RichLog, Sparkline, Static
+from textual.widgets import DataTable, Footer, RichLog, Static
 
 from harness.board import GroupBoard
 from harness.feed import Feed, describe_target
-from harness.plot import distribution, render
+from harness.plot import bars, distribution, render
 from harness.stats import CLIENT_CPU_LIMIT
 from harness.units import format_us
 
@@ -107,7 +107,7 @@ class RunApp(App[None]):
             with Vertical(id="left"):
                 yield Static(id="percentiles")
                 yield Static(id="spark-label")
-                yield Sparkline([], id="spark")
+                yield Static(id="spark")
             yield NinesPlot(id="plot")
         yield Static(id="cpu")
         yield RichLog(id="log", max_lines=2000, wrap=True)
@@ -161,7 +161,7 @@ class RunApp(App[None]):
                       f"{g.rate_avg:,.1f}", f"{g.total:,}", str(c["errors"]), str(c["lost"]),
                       str(c["duplicated"]), str(c["reordered"]), cpu)
             for (key, _), value in zip(COLUMNS, values, strict=True):
-                table.update_cell(name, key, value)
+                table.update_cell(name, key, value, update_width=True)
         self._draw_detail(board.groups[self.selected])
         cpu_text = Text("client CPU ")
         cpu_text.append(f"{board.cpu:.0f}%", style="bold red" if board.cpu > CLIENT_CPU_LIMIT
@@ -191,8 +191,10 @@ class RunApp(App[None]):
         self.query_one("#percentiles", Static).update(table)
         rates = list(g.rates)
         self.query_one("#spark-label", Static).update(
-            f"rate per interval, last {len(rates)}: max {max(rates, default=0):,.0f}/s")
-        self.query_one("#spark", Sparkline).data = rates or [0.0]
+            f"rate per interval from 0/s, last {len(rates)}: max {max(rates, default=0):,.0f}/s")
+        spark = self.query_one("#spark", Static)
+        spark.update(Text("\n".join(bars(rates, max(spark.size.width, 1), 3)),
+                          style="dodger_blue2"))
         histogram = g.cumulative.get(g.headline)
         count = histogram.get_total_count() if histogram is not None else 0
         self.query_one("#plot", NinesPlot).show(

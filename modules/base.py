@@ -84,6 +84,11 @@ class Transport(ABC):
         self._down_since: int | None = None
 
     @classmethod
+    def endpoint(cls, settings: Mapping[str, Any]) -> str:
+        """Where these settings connect, for people to read."""
+        return cls.name
+
+    @classmethod
     def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
         """What this transport can do with these settings (a broker flavour, a protocol
         version); the run is refused before it starts if a role or option needs more."""

@@ -159,6 +159,10 @@ def reset_broker() -> Broker:
 class LoopbackTransport(Transport):
     name = "loopback"
     description = "embedded in-process broker (no server; one broker per process)"
+
+    @classmethod
+    def endpoint(cls, settings: Mapping[str, Any]) -> str:
+        return "loopback (embedded)"
     capabilities = (Capability.QUEUES | Capability.TOPICS | Capability.TRANSACTIONS
                     | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES)
 

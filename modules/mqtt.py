@@ -82,17 +82,19 @@ def decode(payload: bytes) -> tuple[Message, str, str]:
 
 class MqttTransport(NetworkTransport):
     name = "mqtt"
+    default_port = DEFAULT_PORT
+    default_flavour = "mosquitto"
     description = "MQTT 3.1.1/5 via paho-mqtt; flavours mosquitto, activemq, rabbitmq, generic"
     capabilities = FLAVOURS["mosquitto"][0]
 
     @classmethod
     def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
-        flavour = FLAVOURS.get(settings.get("flavour") or "mosquitto", FLAVOURS["generic"])
+        flavour = FLAVOURS.get(settings.get("flavour") or cls.default_flavour, FLAVOURS["generic"])
         return flavour[0]
 
     @classmethod
     def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
-        name = settings.get("flavour") or "mosquitto"
+        name = settings.get("flavour") or cls.default_flavour
         if name not in FLAVOURS:
             return [("--flavour", f"MQTT flavours are {', '.join(FLAVOURS)}")]
         capabilities, versions, default, top_qos = FLAVOURS[name]
@@ -115,7 +117,7 @@ class MqttTransport(NetworkTransport):
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         super().__init__(settings)
-        self.flavour = settings.get("flavour") or "mosquitto"
+        self.flavour = settings.get("flavour") or self.default_flavour
         capabilities, _, default, _ = FLAVOURS[self.flavour]
         self.shared = bool(capabilities & Capability.QUEUES)
         self.v5 = (settings.get("protocol") or default) == "5"

@@ -7,13 +7,22 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from modules.base import Message, Transport
 from modules.inbox import Inbox
 
 
 class NetworkTransport(Transport):
+    default_port: ClassVar[int]
+    default_flavour: ClassVar[str]
+
+    @classmethod
+    def endpoint(cls, settings: Mapping[str, Any]) -> str:
+        flavour = settings.get("flavour") or cls.default_flavour
+        host = settings.get("host") or "127.0.0.1"
+        return f"{cls.name} {flavour}@{host}:{settings.get('port') or cls.default_port}"
+
     def __init__(self, settings: Mapping[str, Any]) -> None:
         super().__init__(settings)
         self.inbox: Inbox[Any] = Inbox()

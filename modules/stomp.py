@@ -80,17 +80,19 @@ class _Listener(stomp.ConnectionListener):
 
 class StompTransport(NetworkTransport):
     name = "stomp"
+    default_port = DEFAULT_PORT
+    default_flavour = "activemq"
     description = "STOMP 1.1/1.2 via stomp.py; flavours activemq, rabbitmq, artemis, generic"
     capabilities = FLAVOURS["activemq"]
 
     @classmethod
     def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
-        return FLAVOURS.get(settings.get("flavour") or "activemq", FLAVOURS["generic"])
+        return FLAVOURS.get(settings.get("flavour") or cls.default_flavour, FLAVOURS["generic"])
 
     @classmethod
     def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
         out = []
-        if (settings.get("flavour") or "activemq") not in FLAVOURS:
+        if (settings.get("flavour") or cls.default_flavour) not in FLAVOURS:
             out.append(("--flavour", f"STOMP flavours are {', '.join(FLAVOURS)}"))
         if (settings.get("protocol") or "1.2") not in ("1.1", "1.2"):
             out.append(("--protocol", "STOMP versions are 1.1 and 1.2"))
@@ -102,7 +104,7 @@ class StompTransport(NetworkTransport):
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         super().__init__(settings)
-        self.flavour = settings.get("flavour") or "activemq"
+        self.flavour = settings.get("flavour") or self.default_flavour
         self.receipts: dict[str, threading.Event] = {}
         self.broker_errors: list[str] = []
         self.connected = False

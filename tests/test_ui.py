@@ -17,6 +17,7 @@ from harness.live import LiveFeed
 from harness.replay import ReplayFeed, load
 from harness.runner import Controller
 from harness.ui import COLUMNS, RunApp
+from harness.units import format_us
 from tests.conftest import read_jsonl
 
 SIZE = (160, 48)
@@ -174,6 +175,8 @@ def test_screen_shows_the_numbers_the_statistics_engine_produced(harness: Any,
     recorded = load(done.run_dir)
     feed = ReplayFeed(done.run_dir, recorded)
     rows: dict[str, list[str]] = {}
+    steps: list[float] = []
+    shown: dict[str, Any] = {}
     app = RunApp(feed)
 
     async def main() -> None:
@@ -183,8 +186,24 @@ def test_screen_shows_the_numbers_the_statistics_engine_produced(harness: Any,
             table = app.query_one("#groups", DataTable)
             for name in ("sender", "receiver"):
                 rows[name] = [str(cell) for cell in table.get_row(name)]
+                board = feed.board.groups[name]
+                shown[name] = board.percentiles(board.headline, cumulative=True)
+            # The selected group's percentile panel: the row of cumulative figures.
+            panel = app.query_one("#percentiles", Static).content
+            columns = [list(column.cells) for column in panel.columns]
+            shown["panel"] = {columns[0][1]: [c[1] for c in columns[1:]]}
+            # Stepping through time: home, three intervals forward, one back.
+            await pilot.press("home")
+            steps.append(feed.board.intervals)
+            await pilot.press("right", "right", "right")
+            steps.append(feed.board.intervals)
+            await pilot.press("left")
+            steps.append(feed.board.intervals)
+            steps.append(feed.board.groups["sender"].rate_now)
 
     asyncio.run(main())
+    assert steps[:3] == [0, 3, 2]
+    assert steps[3] == recorded.views[1].groups["sender"].count / recorded.views[1].length
     columns = [key for key, _ in COLUMNS]
     for name, row in rows.items():
         cells = dict(zip(columns, row, strict=True))
@@ -193,9 +212,10 @@ def test_screen_shows_the_numbers_the_statistics_engine_produced(harness: Any,
         assert cells["avg"] == f"{expected['rate']:,.1f}"
         assert cells["total"] == f"{total:,}"
         assert cells["lost"] == str(expected["lost"])
-        board = feed.board.groups[name]
-        cumulative = board.percentiles(board.headline, cumulative=True)
-        assert cumulative == expected[expected["headline"]]
+        assert shown[name] == expected[expected["headline"]]
+    sender = summary["groups"]["sender"]["service"]
+    assert shown["panel"] == {"service cumul.": [format_us(sender[k]) for k in
+                                                 ("p50", "p90", "p99", "p99.9", "max")]}
 
 
 def test_view_prints_the_recorded_intervals_without_a_terminal(harness: Any) -> None:
