@@ -61,6 +61,7 @@ class CellPlan:
     process_index: int
     group_indexes: list[int]
     exclusive: dict[int, bool] = field(default_factory=dict)
+    copy: int = 0  # which of its groups' --processes copies this process is
 
 
 class _Interval:
@@ -102,11 +103,12 @@ class Cell:
         group = run.groups[g]
         thread = self.thread_counts.get(g, 0)
         self.thread_counts[g] = thread + 1
-        settings = group.settings(run.node, self.plan.process_index, thread)
+        copy = self.plan.copy
+        settings = group.settings(run.node, self.plan.process_index, thread, copy)
         setup = WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
                             self.outbox, transport_class(group.transport)(settings),
                             self.bodies[g], self.plan.exclusive.get(g, False),
-                            int(run.reorder_window * 1e9))
+                            int(run.reorder_window * 1e9), copy)
         return ROLES[group.role].worker(setup)
 
     # -- lifecycle, called by the controller

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.roles import ROLES
+from harness.template import TemplateError, check, expand
 from modules import TRANSPORTS, transport_class
 from modules.base import Capability
 from modules.loopback import FAULT_ACTIONS
@@ -91,9 +92,24 @@ class GroupSpec:
     def producer(self) -> bool:
         return ROLES[self.role].produces
 
-    def settings(self, node: str, process: int, thread: int) -> dict[str, Any]:
-        """What a transport instance is given: the group's options and where it runs."""
-        return {**asdict(self), "node": node, "process": process, "thread": thread}
+    def thread_number(self, copy: int, thread: int) -> int:
+        """A thread's number in its group, from 1, across the group's processes (copy: which
+        of them) ({{n}} in templates)."""
+        return copy * self.threads + thread + 1
+
+    def settings(self, node: str, process: int, thread: int, copy: int = 0) -> dict[str, Any]:
+        """What a transport instance is given: the group's options and where it runs, with
+        per-thread templates ({{ ... }}) evaluated for this thread."""
+        out = {**asdict(self), "node": node, "process": process, "thread": thread}
+        n, total = self.thread_number(copy, thread), self.threads * self.processes
+        for key in TEMPLATED:
+            if out[key]:
+                out[key] = expand(out[key], n, total)
+        return out
+
+
+# Options whose value may differ per thread through {{ ... }} (harness.template).
+TEMPLATED = ("selector", "correlation_id", "durable_name", "client_id")
 
 
 @dataclass
@@ -168,6 +184,14 @@ def validate_group(group: GroupSpec, index: int) -> None:
     if (group.ramp or group.poisson) and not group.per_thread_rate:
         flag = "-rp" if group.ramp else "--poisson"
         raise BadInput(flag, "needs a rate (-rt or --rate)")
+    for flag, text in [("--selector", group.selector), ("-co", group.correlation_id),
+                       ("--durable-name", group.durable_name), ("--client-id", group.client_id),
+                       *(("--property", v) for v in group.properties.values())]:
+        if text:
+            try:
+                check(text)
+            except TemplateError as exc:
+                raise BadInput(flag, str(exc)) from None
     if group.body_file is not None:
         path = Path(group.body_file)
         if not path.is_file() or not os.access(path, os.R_OK):

@@ -31,10 +31,10 @@ class _Producer(Worker):
         rec, schedule = self.rec, self.schedule
         send, destination = self.transport.send, self.destination
         body, size, crc = self.body, len(self.body), self.body_crc
-        producer, properties, persistent = self.producer_id, group.properties or None, \
-            group.persistent
-        correlation = f"{group.correlation_id}{self.setup.thread_index}" \
-            if group.correlation_id else None
+        producer, persistent, correlation = self.producer_id, group.persistent, \
+            self.correlation
+        property_sets = self.property_sets
+        properties, turns = property_sets[0], len(property_sets)
         limit = group.messages or -1
         transacted, commit_count = group.transacted, group.commit_count
         offset = EPOCH_OFFSET_NS
@@ -45,6 +45,8 @@ class _Producer(Worker):
                 if due is None:
                     break
                 intended, now = due
+                if turns > 1:
+                    properties = property_sets[seq % turns]
                 message = Message(body, producer, seq, intended + offset, now + offset, crc,
                                   properties, correlation, None, persistent)
                 try:
@@ -214,8 +216,9 @@ class Requestor(Worker):
         transport = self.transport
         send, receive, destination = transport.send, transport.receive, self.destination
         body, size, crc = self.body, len(self.body), self.body_crc
-        producer, properties, persistent = self.producer_id, group.properties or None, \
-            group.persistent
+        producer, persistent = self.producer_id, group.persistent
+        property_sets = self.property_sets
+        properties, turns = property_sets[0], len(property_sets)
         reply_to = self.reply_to
         timeout_ns = int(group.reply_timeout * 1e9)
         limit = group.messages or -1
@@ -226,6 +229,8 @@ class Requestor(Worker):
             if due is None:
                 break
             intended, now = due
+            if turns > 1:
+                properties = property_sets[seq % turns]
             message = Message(body, producer, seq, intended + offset, now + offset, crc,
                               properties, f"{producer}:{seq}", reply_to, persistent)
             try:

@@ -59,12 +59,12 @@ def plan_cells(run: RunSpec, run_id: str) -> list[CellPlan]:
     plans: list[CellPlan] = []
     loopback = [i for i, g in enumerate(run.groups) if g.transport == "loopback"]
     if loopback:
-        for _ in range(run.groups[loopback[0]].processes):
-            plans.append(CellPlan(run, run_id, len(plans), loopback))
+        for copy in range(run.groups[loopback[0]].processes):
+            plans.append(CellPlan(run, run_id, len(plans), loopback, copy=copy))
     for i, group in enumerate(run.groups):
         if group.transport != "loopback":
-            for _ in range(group.processes):
-                plans.append(CellPlan(run, run_id, len(plans), [i]))
+            for copy in range(group.processes):
+                plans.append(CellPlan(run, run_id, len(plans), [i], copy=copy))
     for plan in plans:
         plan.exclusive = _exclusive_consumers(run, plan)
     return plans
@@ -88,7 +88,9 @@ def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
         role = ROLES[group.role]
         if not role.consumes or role.produces:
             continue
-        if role.worker.destination_kind == "topic":
+        if group.selector:
+            exclusive[i] = False  # a filter sees part of each stream: gaps are not loss
+        elif role.worker.destination_kind == "topic":
             exclusive[i] = True
         else:
             exclusive[i] = queue_consumers.get((group.transport, group.destination or "")) == 1

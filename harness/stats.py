@@ -188,7 +188,7 @@ class RunStats:
         tails: dict[str, int] = {}
         for seen in streams:
             spec = self.run.groups[seen["group"]]
-            if spec.role not in ("Receiver", "Subscriber") or spec.messages:
+            if spec.role not in ("Receiver", "Subscriber") or spec.messages or spec.selector:
                 continue
             tail = 0
             for source in produced:
@@ -222,7 +222,9 @@ class RunStats:
             key = (spec.transport, kind, spec.destination or "")
             entry = destinations.setdefault(key, {"sent": 0, "received": 0, "duplicated": 0,
                                                   "subscribers": 0, "consumers": 0,
-                                                  "producers": 0})
+                                                  "producers": 0, "filtered": 0})
+            if spec.selector:
+                entry["filtered"] += 1
             if spec.role in ("Sender", "Publisher"):
                 entry["sent"] += totals.everything["sent"]
                 entry["producers"] += 1
@@ -233,8 +235,8 @@ class RunStats:
                 if kind == "topic":
                     entry["subscribers"] += spec.threads * spec.processes
         for (transport, kind, name), entry in destinations.items():
-            if not entry["producers"] or not entry["consumers"]:
-                continue
+            if not entry["producers"] or not entry["consumers"] or entry["filtered"]:
+                continue  # with selectors, what each consumer should get is not known here
             if transport == "loopback" and kind == "topic":
                 # Each process has its own embedded broker: a subscriber sees only the
                 # publishers of its own process.

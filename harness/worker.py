@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from harness.clock import now_ns
 from harness.pacing import Schedule
 from harness.recorder import Recorder, Sample
+from harness.template import cycle, expand
 from harness.verify import SequenceTracker
 from modules.base import Destination, Transport
 
@@ -59,6 +60,7 @@ class WorkerSetup:
     body: bytes
     exclusive: bool
     reorder_window_ns: int
+    copy: int = 0  # which of the group's processes this is
 
 
 class Worker(threading.Thread, ABC):
@@ -79,6 +81,16 @@ class Worker(threading.Thread, ABC):
         self.body_crc = zlib.crc32(setup.body)
         self.crc_every = round(1 / group.crc) if group.crc else 0
         self.rec = Recorder()
+        n, total = group.thread_number(setup.copy, setup.thread_index), \
+            group.threads * group.processes
+        # The property sets this thread sends in turn (one unless a value cycles: {1..10}).
+        self.property_sets: list[dict[str, str] | None] = \
+            list(cycle(group.properties, n, total)) if group.properties else [None]
+        correlation = group.correlation_id
+        if correlation and "{{" in correlation:
+            self.correlation: str | None = expand(correlation, n, total)
+        else:
+            self.correlation = f"{correlation}{setup.thread_index}" if correlation else None
         self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
                         if setup.exclusive else None)
         self.interval_index = 0
