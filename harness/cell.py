@@ -32,6 +32,7 @@ from modules import transport_class
 # reporting the interval without it (its data then lands in the next interval).
 GRACE_S = 0.25
 DRAIN_IDLE_S = 0.5
+MIN_CPU_SPAN_S = 0.2
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -119,7 +120,7 @@ class Cell:
             sys.setswitchinterval(run.switch_interval)
         if any(run.groups[g].transport == "loopback" for g in self.plan.group_indexes):
             from modules import loopback
-            broker = loopback.reset_broker()
+            broker = loopback.reset_broker(run.loopback_capacity, run.loopback_delay / 1000)
             for action, destination, nth in run.faults:
                 broker.inject(action, destination, nth)
         for g in self.plan.group_indexes:
@@ -143,7 +144,8 @@ class Cell:
             worker.next_boundary = start + self.control.interval_ns
             if worker.schedule is not None:
                 worker.schedule.start = worker.start_time()
-        self.process.cpu_percent(None)
+        self._cpu_mark = (time.monotonic(), self._cpu_seconds())
+        self._cpu_last = 0.0
         for worker in self.workers:
             worker.start()
         self.collector = threading.Thread(target=self._collect, name="collector", daemon=True)
@@ -264,6 +266,21 @@ class Cell:
                 slot = pending[interval] = _Interval(groups)
             slot.add(group, sample.values, sample.counters)
 
+    def _cpu_seconds(self) -> float:
+        times = self.process.cpu_times()
+        return times.user + times.system
+
+    def _cpu(self) -> float:
+        """This process's CPU% (of one core) since the last report. CPU time advances in
+        clock ticks (10 ms), so over a short span (the last, partial interval) one tick
+        would read as hundreds of percent: below MIN_CPU_SPAN_S the last value stands."""
+        now, used = time.monotonic(), self._cpu_seconds()
+        wall, before = self._cpu_mark
+        if now - wall >= MIN_CPU_SPAN_S:
+            self._cpu_last = 100.0 * (used - before) / (now - wall)
+            self._cpu_mark = (now, used)
+        return self._cpu_last
+
     def _report(self, index: int, data: _Interval, end_ns: int | None) -> None:
         control = self.control
         start = control.start_ns + index * control.interval_ns
@@ -273,7 +290,7 @@ class Cell:
             "type": "interval", "process": self.plan.process_index, "pid": os.getpid(),
             "index": index, "start_ns": start + EPOCH_OFFSET_NS,
             "length_s": length_ns / 1e9, "final": end_ns is not None,
-            "cpu": self.process.cpu_percent(None), "groups": {},
+            "cpu": self._cpu(), "groups": {},
         }
         if end_ns is not None:
             report["streams"] = self.streams

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - older typer on the real click
 
 from harness.config import GroupSpec, RunSpec, parse_fault, parse_property, validate_run
 from harness.errors import BadInput, StartFailure
+from harness.profile import ProfileError
 from harness.units import parse_size
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -81,15 +82,64 @@ def _group_spec(params: dict[str, Any]) -> GroupSpec:
     return GroupSpec(**values)
 
 
+def run_spec(params: dict[str, Any], groups: list[GroupSpec]) -> RunSpec:
+    """The run from the run-wide options (command line or profile) and its groups."""
+    spec = RunSpec(groups=groups, name=params["name"], duration=params["duration"],
+                   warmup=params["warmup"], interval=params["interval"], drain=params["drain"],
+                   output=params["output"], broker_pid=params["broker_pid"],
+                   switch_interval=params["switch_interval"],
+                   reorder_window=params["reorder_window"],
+                   faults=[parse_fault(f) for f in params["inject"] or []],
+                   loopback_capacity=params["loopback_capacity"],
+                   loopback_delay=params["loopback_delay"])
+    if params["node"]:
+        spec.node = params["node"]
+    return spec
+
+
+def run_command() -> Any:
+    return typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+
+
+def options_by_key() -> dict[str, tuple[Any, str]]:
+    """Every `run` option a profile may set, by its long flag without dashes
+    ("thread-rate"), with the help panel that says where it belongs."""
+    out = {}
+    for param in run_command().params:
+        panel = getattr(param, "rich_help_panel", None)
+        longs = [o for o in param.opts if o.startswith("--")]
+        if panel and longs and param.name not in ("group", "ui"):
+            out[longs[0][2:]] = (param, panel)
+    return out
+
+
+def flag_keys() -> dict[str, str]:
+    """Every spelling of a `run` flag (-rt, --thread-rate, --no-clean) -> its profile key."""
+    out = {}
+    for key, (param, _) in options_by_key().items():
+        for opt in (*param.opts, *param.secondary_opts):
+            out[opt] = key
+    return out
+
+
+def params_from(args: list[str]) -> dict[str, Any]:
+    """Options parsed by the `run` command's own definitions; raises click's UsageError."""
+    # click consumes the list it is given
+    return run_command().make_context("profile", list(args), resilient_parsing=False).params
+
+
+def group_from_params(params: dict[str, Any]) -> GroupSpec:
+    return _group_spec(params)
+
+
 def _parse_group_option(text: str) -> GroupSpec:
     """A --group value holds group flags, parsed by the very same option definitions."""
-    run_command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     try:
         args = shlex.split(text)
     except ValueError as exc:
         raise BadInput("--group", f"{text!r}: {exc}") from None
     try:
-        ctx = run_command.make_context("--group", args, resilient_parsing=False)
+        ctx = run_command().make_context("--group", args, resilient_parsing=False)
     except click_errors.UsageError as exc:
         raise BadInput("--group", f"{text!r}: {exc.format_message()}") from None
     group_params = _group_params()
@@ -104,6 +154,15 @@ def _parse_group_option(text: str) -> GroupSpec:
 
 @app.command(no_args_is_help=False)
 def run(
+    ctx: typer.Context,
+    profile: Annotated[Path | None, typer.Argument(
+        help="A YAML profile (see `harness profiles list`): runs its sweep or search. With a "
+        "profile, change its fields with --set, not with the other flags.",
+        show_default=False)] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="With a profile: FIELD=VALUE overrides a field, e.g. "
+        "groups.sender.thread-rate=500 or run.run-length=30 (repeatable).",
+        rich_help_panel=RUN_PANEL)] = None,
     module: Annotated[str | None, typer.Option(
         "-m", "--module", help="Module <transport>.<Role>, e.g. loopback.Sender "
         "(see `harness modules`).", rich_help_panel=GROUP_PANEL)] = None,
@@ -279,28 +338,45 @@ def run(
     ui: Annotated[bool | None, typer.Option(
         "--ui/--no-ui", help="The live screen; default: on when stdout is a terminal.",
         rich_help_panel=RUN_PANEL)] = None,
+    loopback_capacity: Annotated[float, typer.Option(
+        "--loopback-capacity", help="Simulate a broker that serves this many msg/s in all "
+        "(one FIFO server, messages queue behind it); 0 = as fast as the hand-off.",
+        rich_help_panel=RUN_PANEL)] = 0.0,
+    loopback_delay: Annotated[float, typer.Option(
+        "--loopback-delay", help="Milliseconds the simulated broker adds to every message "
+        "(a fixed service or network time).", rich_help_panel=RUN_PANEL)] = 0.0,
     inject: Annotated[list[str] | None, typer.Option(
         "--inject", help="Loopback fault ACTION:DESTINATION:N, ACTION one of drop, "
         "duplicate, reorder, corrupt, N the n-th message sent there (repeatable; for tests).",
         rich_help_panel=RUN_PANEL)] = None,
 ) -> None:
-    """Run worker groups against a broker and measure every message."""
+    """Run worker groups against a broker and measure every message, or run a profile."""
     params = dict(locals())
+    if ui is None:
+        ui = _on_terminal()
+    if profile is not None:
+        given = [p for p in run_command().params if p.name not in ("profile", "set_", "ui")
+                 and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
+        if given:
+            raise BadInput(given[0].opts[-1], "with a profile, set this in the file or with "
+                           "--set (groups.<name>.<flag>=..., run.<flag>=...)")
+        raise typer.Exit(_run_profile(profile, set_ or [], ui))
+    if set_:
+        raise BadInput("--set", "overrides a profile's fields; give a profile file first")
     groups = [_group_spec(params)] if module else []
     if not module:
         for flag, value in (("-d", destination), ("-gn", group_name)):
             if value:
                 raise BadInput("-m", f"{flag} was given without a module")
     groups += [_parse_group_option(text) for text in group or []]
-    spec = RunSpec(groups=groups, name=name, duration=duration, warmup=warmup,
-                   interval=interval, drain=drain, output=output, broker_pid=broker_pid,
-                   switch_interval=switch_interval, reorder_window=reorder_window,
-                   faults=[parse_fault(f) for f in inject or []])
-    if node:
-        spec.node = node
+    spec = run_spec(params, groups)
     validate_run(spec)
-    if ui is None:
-        ui = _on_terminal()
+    result = execute(spec, ui)
+    raise typer.Exit(result.exit_code)
+
+
+def execute(spec: RunSpec, ui: bool) -> Any:
+    """One run, with the screen or with interval lines, and its summary printed."""
     from harness.console import interval_lines, print_summary
     from harness.runner import Controller
 
@@ -326,7 +402,20 @@ def run(
         console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
         result = controller.execute()
     print_summary(console, result.summary, str(result.run_dir))
-    raise typer.Exit(result.exit_code)
+    return result
+
+
+def _run_profile(path: Path, overrides: list[str], ui: bool) -> int:
+    from harness.experiment import Experiment
+    from harness.profile import load
+
+    profile = load(path, overrides)
+    if len(profile.points) == 1 and profile.search is None:
+        return execute(profile.points[0].run, ui).exit_code
+    what = f"a search over {profile.search.field}" if profile.search else \
+        f"{len(profile.points)} runs"
+    console.print(f"profile {profile.name}: {what}", markup=False)
+    return Experiment(profile, lambda spec: execute(spec, ui), console).execute_all()
 
 
 def _run_with_screen(controller: Any) -> Any:
@@ -394,6 +483,71 @@ def _on_terminal() -> bool:
     return all(stream.isatty() for stream in (sys.stdin, sys.stdout, sys.stderr))
 
 
+profiles_app = typer.Typer(help="List, show and check YAML profiles.", no_args_is_help=True)
+app.add_typer(profiles_app, name="profiles")
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+@profiles_app.command("list")
+def profiles_list(
+    directory: Annotated[Path, typer.Argument(help="Where to look.")] = PROFILES_DIR,
+) -> None:
+    """Each profile with the first line of its header comment."""
+    from harness.profile import listing
+
+    if not directory.is_dir():
+        raise BadInput("DIRECTORY", f"{directory} is not a directory")
+    for file, first in listing(directory):
+        console.print(f"{file.name:<28} {first}", markup=False)
+
+
+@profiles_app.command("show")
+def profiles_show(
+    profile: Annotated[Path, typer.Argument(help="A profile file.", show_default=False)],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="FIELD=VALUE override "
+                                                    "(repeatable).")] = None,
+) -> None:
+    """The profile resolved: its header, and each run it makes with its groups."""
+    import yaml
+
+    from harness.profile import load
+
+    loaded = load(profile, set_ or [])
+    console.print(loaded.header, markup=False, style="dim")
+    what = f"capacity search over {loaded.search.field}" if loaded.search else "runs"
+    console.print(f"{loaded.name}: {len(loaded.points)} point(s), {what}", markup=False)
+    for point in loaded.points:
+        labels = ", ".join(f"{k}={v}" for k, v in point.labels.items()) or "the only point"
+        console.print(f"-- point {point.index + 1}: {labels}", markup=False, style="bold")
+        shown = {k: v for k, v in point.data.items() if k in ("groups", "run", "connections")}
+        console.print(yaml.safe_dump(shown, sort_keys=False).rstrip(), markup=False)
+
+
+@profiles_app.command("validate")
+def profiles_validate(
+    profiles: Annotated[list[Path], typer.Argument(help="Profile files.", show_default=False)],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="FIELD=VALUE override "
+                                                    "(repeatable).")] = None,
+) -> None:
+    """Check profiles without running them: every problem, with its path and line."""
+    from harness.profile import ProfileError, load
+
+    failed = False
+    for path in profiles:
+        try:
+            loaded = load(path, set_ or [])
+        except ProfileError as exc:
+            failed = True
+            for problem in exc.problems:
+                err_console.print(f"harness: error: {problem.render(exc.file)}", markup=False)
+            continue
+        console.print(f"{path}: ok, {len(loaded.points)} run(s)"
+                      + (f", search over {loaded.search.field}" if loaded.search else ""),
+                      markup=False)
+    if failed:
+        raise typer.Exit(2)
+
+
 @app.command("modules")
 def list_modules() -> None:
     """List every module (transport x role)."""
@@ -420,6 +574,10 @@ def main() -> None:
     except StartFailure as exc:
         err_console.print(f"harness: error: {exc}", markup=False)
         sys.exit(1)
+    except ProfileError as exc:
+        for problem in exc.problems:
+            err_console.print(f"harness: error: {problem.render(exc.file)}", markup=False)
+        sys.exit(2)
     except click_errors.NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(0)

@@ -126,6 +126,8 @@ class RunSpec:
     switch_interval: float | None = None
     faults: list[tuple[str, str, int]] = field(default_factory=list)
     reorder_window: float = 1.0
+    loopback_capacity: float = 0.0  # msg/s the simulated broker serves; 0 = unlimited
+    loopback_delay: float = 0.0  # ms added to every message by the simulated broker
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -288,6 +290,11 @@ def validate_run(run: RunSpec) -> None:
         raise BadInput("--processes", "all loopback groups need the same --processes: the "
                        "embedded broker lives inside one process, so each process runs its "
                        "own copy of every loopback group")
+    _positive("--loopback-capacity", run.loopback_capacity)
+    _positive("--loopback-delay", run.loopback_delay)
+    if (run.loopback_capacity or run.loopback_delay) and not loopback:
+        flag = "--loopback-capacity" if run.loopback_capacity else "--loopback-delay"
+        raise BadInput(flag, "simulates the loopback broker; no group uses it")
     if run.faults and not loopback:
         raise BadInput("--inject", "faults can be injected only into the loopback broker")
     if not _GROUP_NAME.match(run.name):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,10 +83,68 @@ def _corrupted(message: Message) -> Message:
                    message.persistent)
 
 
+class _Server:
+    """A simulated broker's capacity: one FIFO server for the whole broker. A message
+    finishes service 1/capacity seconds after the one before it (or after it arrives, if the
+    server is idle), plus a fixed delay; a dispatcher thread hands each to its destination
+    when it is done. Above capacity the backlog, and with it latency, grows without bound,
+    as in a real saturated broker."""
+
+    def __init__(self, capacity: float, delay_s: float) -> None:
+        self.service_ns = int(1e9 / capacity) if capacity else 0
+        self.delay_ns = int(delay_s * 1e9)
+        self.free_at = 0
+        self.pending: deque[tuple[int, Any, Message]] = deque()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.running = True
+        threading.Thread(target=self._dispatch, name="loopback-server", daemon=True).start()
+
+    def put(self, route: Any, message: Message) -> None:
+        with self.lock:
+            now = time.monotonic_ns()
+            self.free_at = max(now, self.free_at) + self.service_ns
+            self.pending.append((self.free_at + self.delay_ns, route, message))
+            if len(self.pending) == 1:
+                self.wake.set()
+
+    def _dispatch(self) -> None:
+        pending = self.pending
+        while self.running:
+            if not pending:
+                self.wake.wait(0.05)
+                self.wake.clear()
+                continue
+            due, route, message = pending[0]
+            wait = due - time.monotonic_ns()
+            if wait > 0:
+                time.sleep(min(wait / 1e9, 0.005))
+                continue
+            pending.popleft()
+            route.put(message)
+
+    def stop(self) -> None:
+        self.running = False
+
+
+class _Served:
+    """A destination's route behind the simulated server."""
+
+    __slots__ = ("route", "server")
+
+    def __init__(self, route: Any, server: _Server) -> None:
+        self.route = route
+        self.server = server
+
+    def put(self, message: Message) -> None:
+        self.server.put(self.route, message)
+
+
 class Broker:
     """The per-process broker; every LoopbackTransport in a process shares it."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: float = 0.0, delay_s: float = 0.0) -> None:
+        self.server = _Server(capacity, delay_s) if capacity or delay_s else None
         self.lock = threading.Lock()
         self.queues: dict[str, Inbox[Message]] = {}
         self.topics: dict[str, _Topic] = {}
@@ -122,6 +182,8 @@ class Broker:
             plan = self.faults.get(destination.name)
             if plan:
                 route = _Faulty(route, plan)
+            if self.server is not None:
+                route = _Served(route, self.server)
             self.routes[destination] = route
             return route
 
@@ -148,11 +210,14 @@ def broker() -> Broker:
     return _broker
 
 
-def reset_broker() -> Broker:
-    """A fresh broker for the next run in this process (runs must not see each other's messages)."""
+def reset_broker(capacity: float = 0.0, delay_s: float = 0.0) -> Broker:
+    """A fresh broker for the next run in this process (runs must not see each other's
+    messages); capacity (msg/s) and delay simulate a real broker's service."""
     global _broker
     with _broker_lock:
-        _broker = Broker()
+        if _broker.server is not None:
+            _broker.server.stop()
+        _broker = Broker(capacity, delay_s)
     return _broker
 
 
