@@ -102,8 +102,9 @@ class Experiment:
         answers = []
         for point in self.profile.points:
             outcome = self._search_point(point)
-            answer = dict(point.labels)
-            answer.update({spec.field: outcome.answer, "probes": len(outcome.probes),
+            answer = {k.removeprefix("groups."): v for k, v in point.labels.items()}
+            answer.update({spec.field.removeprefix("groups."): outcome.answer,
+                           "probes": len(outcome.probes),
                            "bracket": _bracket(outcome), "reached max": outcome.reached_max})
             answers.append(answer)
         self.root.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,8 @@ class Problem:
 
 class ProfileError(Exception):
     def __init__(self, file: Path, problems: list[Problem]) -> None:
+        # In file order; problems from the command line (no line) first.
+        problems = sorted(problems, key=lambda p: p.line or 0)
         super().__init__("\n".join(p.render(file) for p in problems))
         self.file = file
         self.problems = problems
@@ -273,6 +275,8 @@ class _Builder:
         args = list(base)
         good = True
         for key, (value, path) in values.items():
+            if key not in self.options:
+                continue  # reported as an unknown key
             try:
                 one = _argv(key, self.options[key][0], value)
                 self.cli.params_from([*base, *one])
@@ -283,7 +287,7 @@ class _Builder:
             except self.cli.click_errors.UsageError as exc:
                 message = exc.format_message()
                 message = re.sub(r"^Invalid value for '[^']*'( / '[^']*')?: ", "", message)
-                self.check.add(path, message)
+                self.check.add(path, f"{value!r}: {message}")
                 good = False
                 continue
             args += one
@@ -308,6 +312,9 @@ class _Builder:
                 self.check.add(connection_path, f"no connection named {connection_name!r}")
                 return None
             transport = connection.get("transport")
+            from modules import TRANSPORTS
+            if transport not in TRANSPORTS:
+                return None  # reported with the connection
             for key, value in connection.items():
                 if key != "transport":
                     merged.setdefault(key, (value, ("connections", connection_name, key)))
@@ -349,6 +356,8 @@ class _Builder:
             return None
         params = params or self.cli.params_from([])
         spec = self.cli.run_spec(params, groups)
+        if self.check.problems:
+            return None  # the run as a whole is checked only once its parts are sound
         try:
             validate_run(spec)
         except BadInput as exc:
@@ -377,28 +386,49 @@ def load(path: Path, overrides: list[str] | None = None) -> Profile:
                                           f"{', '.join(TOP_KEYS)}")])
     check.keys(data, (), TOP_KEYS)
     builder = _Builder(check)
-    for i, override in enumerate(overrides or []):
+    for override in overrides or []:
         key, value = parse_override(override)
+        sweep = data.setdefault("sweep", {}) if isinstance(data.get("sweep"), dict | None) \
+            else {}
         try:
+            if key.startswith("sweep."):
+                # --set sweep.vars.size=[4k,8m]: new values for a swept field
+                sweep[key.removeprefix("sweep.")] = value
+                continue
             target = _resolve(data, key)
             _assign(data, target, value)
-            lines.setdefault(target, 0)
             lines[target] = 0  # from the command line, not the file
+            for swept in [k for k in sweep if key in k.split(",")]:
+                # A field given on the command line is no longer swept.
+                if "," in swept:
+                    raise ValueError(f"{key} is swept together with other fields "
+                                     f"({swept}); override the sweep with --set sweep.{swept}=")
+                del sweep[swept]
         except ValueError as exc:
-            check.add((f"--set[{i}]",), str(exc))
+            check.problems.append(Problem(f"--set {override}", None, str(exc)))
     _check_sections(data, builder, check)
     points: list[Point] = []
     sweep = data.get("sweep") or {}
-    if check.problems:
-        raise ProfileError(path, check.problems)
-    keys = list(sweep)
+    # With problems in the layout, still read the values of one point, so that every
+    # problem is reported at once; a broken sweep is not expanded.
+    keys = [] if check.problems or not isinstance(sweep, dict) else list(sweep)
     for index, combination in enumerate(itertools.product(*(sweep[k] for k in keys))):
         point = copy.deepcopy(data)
-        labels = dict(zip(keys, combination, strict=True))
-        for key, value in labels.items():
-            _assign(point, _resolve(point, key), value)
+        labels: dict[str, Any] = {}
+        for key, value in zip(keys, combination, strict=True):
+            # "a,b": [[a1, b1], [a2, b2]] sweeps fields together
+            fields = key.split(",")
+            values = value if len(fields) > 1 else [value]
+            for name, one in zip(fields, values, strict=True):
+                _assign(point, _resolve(point, name.strip()), one)
+            labels[key] = values[0] if len(fields) > 1 else value
         variables = point.get("vars") or {}
+        before = len(check.problems)
+        for _ in range(3):  # a variable's value may name other variables (set by a sweep)
+            variables = _substitute(variables, variables, ("vars",), check)
         point = _substitute(point, variables, (), check)
+        if len(check.problems) > before:
+            break
         groups = []
         for i, raw in enumerate(point.get("groups") or []):
             spec = builder.group(point, i, raw)
@@ -485,10 +515,16 @@ def _check_sections(data: dict[str, Any], builder: _Builder, check: _Checker) ->
             if not isinstance(values, list) or not values:
                 check.add(("sweep", key), "must be a list of at least one value")
                 continue
-            try:
-                _resolve(data, key)
-            except ValueError as exc:
-                check.add(("sweep", key), str(exc))
+            fields = [f.strip() for f in key.split(",")]
+            if len(fields) > 1 and not all(isinstance(v, list) and len(v) == len(fields)
+                                           for v in values):
+                check.add(("sweep", key), f"sweeps {len(fields)} fields together: each value "
+                                          f"must be a list of {len(fields)}")
+            for name in fields:
+                try:
+                    _resolve(data, name)
+                except ValueError as exc:
+                    check.add(("sweep", key), str(exc))
     search = data.get("search")
     if search is not None and check.keys(search, ("search",), SEARCH_KEYS):
         _check_search(data, search, check)

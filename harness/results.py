@@ -103,6 +103,8 @@ def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: 
         _ms(head["p99"]), "lost": lost, "duplicated": duplicated,
         "backlog": ("growing" if not trend["stable"] else "stable") if trend["checked"]
         else "-",
+        # The ActiveMQ paper's rule: above 75% a client may be what limits the rate.
+        "client-bound": "yes" if summary["client_cpu"]["bottleneck"] else "no",
     })
     return out
 

@@ -107,7 +107,7 @@ class _Consumer(Worker):
         control, rec = self.control, self.rec
         receive, consume, lock = self.transport.receive, self.consume, self.lock
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
-        if not self.group.transacted:
+        if not self.group.transacted and self.push_safe():
             with lock:  # what arrived before the start is measured first, in order
                 if self.transport.deliver(self._pushed):
                     while (message := receive(0)) is not None:
@@ -168,6 +168,11 @@ class _Consumer(Worker):
     def handle(self, message: Message) -> None:
         """What the role does with a message after it is measured."""
 
+    def push_safe(self) -> bool:
+        """Whether handle() may run on the client library's network thread: not if it waits
+        for the broker, whose answer would arrive on that same, then blocked, thread."""
+        return True
+
 
 class Receiver(_Consumer):
     """Receives from a queue."""
@@ -181,6 +186,9 @@ class Subscriber(_Consumer):
 
 class Responder(_Consumer):
     """Receives requests from a queue and replies to each request's reply-to destination."""
+
+    def push_safe(self) -> bool:
+        return not self.group.persistent  # a persistent reply waits for the broker's receipt
 
     def handle(self, message: Message) -> None:
         rec = self.rec
