@@ -33,6 +33,8 @@ from modules import transport_class
 GRACE_S = 0.25
 DRAIN_IDLE_S = 0.5
 MIN_CPU_SPAN_S = 0.2
+# How long after the stop a thread may take to finish before the cell reports without it.
+STOP_GRACE_S = 10.0
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -219,12 +221,26 @@ class Cell:
         reported_failures: set[str] = set()
         producers = [w for w in self.workers if w.produces()]
         producers_done = not producers
+        stop_seen: int | None = None
         while True:
             boundary = control.start_ns + (index + 1) * control.interval_ns
             time.sleep(0.02)
             finished = all(w.finished for w in self.workers)
             self._take_handoffs(pending, index, groups)
             now = now_ns()
+            if not control.consuming and stop_seen is None:
+                stop_seen = now
+            if not finished and stop_seen is not None and \
+                    now - stop_seen >= STOP_GRACE_S * 1e9:
+                # A thread blocked inside a client library (a broker's flow control holding
+                # a send forever) must not hang the run: report what the others measured.
+                stuck = [w.name for w in self.workers if not w.finished]
+                self.emit({"type": "log", "process": self.plan.process_index,
+                           "message": f"{len(stuck)} thread(s) did not stop within "
+                                      f"{STOP_GRACE_S:g} s, blocked in the client library "
+                                      f"(e.g. by broker flow control): {', '.join(stuck[:5])}; "
+                                      "their last interval is not counted"})
+                finished = True
             if finished:
                 last = max([index, *pending])
                 while index < last:

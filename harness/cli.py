@@ -108,7 +108,7 @@ def options_by_key() -> dict[str, tuple[Any, str]]:
     for param in run_command().params:
         panel = getattr(param, "rich_help_panel", None)
         longs = [o for o in param.opts if o.startswith("--")]
-        if panel and longs and param.name not in ("group", "ui"):
+        if panel and longs and param.name not in ("group", "ui", "set_"):
             out[longs[0][2:]] = (param, panel)
     return out
 
