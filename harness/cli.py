@@ -91,7 +91,7 @@ def run_spec(params: dict[str, Any], groups: list[GroupSpec]) -> RunSpec:
                    reorder_window=params["reorder_window"],
                    faults=[parse_fault(f) for f in params["inject"] or []],
                    loopback_capacity=params["loopback_capacity"],
-                   loopback_delay=params["loopback_delay"])
+                   loopback_delay=params["loopback_delay"], run_id=params["run_id"])
     if params["node"]:
         spec.node = params["node"]
     return spec
@@ -338,6 +338,10 @@ def run(
     ui: Annotated[bool | None, typer.Option(
         "--ui/--no-ui", help="The live screen; default: on when stdout is a terminal.",
         rich_help_panel=RUN_PANEL)] = None,
+    run_id: Annotated[str | None, typer.Option(
+        "--run-id", help="Run id; give every node of a multi-node run the same one, so that "
+        "`harness merge` knows their files belong together (default: a new random id).",
+        rich_help_panel=RUN_PANEL)] = None,
     loopback_capacity: Annotated[float, typer.Option(
         "--loopback-capacity", help="Simulate a broker that serves this many msg/s in all "
         "(one FIFO server, messages queue behind it); 0 = as fast as the hand-off.",
@@ -546,6 +550,65 @@ def profiles_validate(
                       markup=False)
     if failed:
         raise typer.Exit(2)
+
+
+@app.command("merge")
+def merge_command(
+    run_dirs: Annotated[list[str], typer.Argument(
+        help="Run directories of the nodes of one run (or of a sweep's runs with --sweep); "
+        "any path Spark reads: local, hdfs://, s3a://.", show_default=False)],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output directory.")] =
+        "merged",
+    sweep: Annotated[bool, typer.Option(
+        "--sweep", help="The inputs are several runs (a sweep): merge each on its own.")] =
+        False,
+    master: Annotated[str, typer.Option(
+        "--master", help="Spark master; the default is an embedded Spark on every core.")] =
+        "local[*]",
+    skew_warn_ms: Annotated[float, typer.Option(
+        "--skew-warn-ms", help="Warn when a node's clock offset exceeds this.")] = 1.0,
+) -> None:
+    """Merge the interval files of many nodes exactly (histograms added) on Spark, and write
+    merged_intervals (parquet, CSV), summary.json, merged.hlog and report.html."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise BadInput("merge", "needs PySpark: pip install 'harness[spark]'") from None
+    from harness.merge import MergeError, merge, session
+
+    console.print(f"starting Spark ({master})", markup=False)
+    spark = session(master)
+    try:
+        merged = merge(spark, run_dirs, output, sweep, skew_warn_ms / 1000,
+                       lambda line: console.print(line, markup=False))
+    except MergeError as exc:
+        for problem in exc.problems:
+            err_console.print(f"harness: error: {problem}", markup=False)
+        raise typer.Exit(2) from None
+    finally:
+        spark.stop()
+    for warning in merged.warnings:
+        err_console.print(f"harness: warning: {warning}", markup=False, style="yellow")
+    console.print(f"wrote {output}/: merged_intervals.parquet, merged_intervals.csv, "
+                  "summary.json, merged.hlog, report.html", markup=False)
+
+
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.", show_default=False)],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Where to write it (default: RUN_DIR/report.html).")] = None,
+) -> None:
+    """report.html for a single-node run, without Spark: the merge's report, offline."""
+    from harness.merged import from_run_dirs
+    from harness.report import render
+
+    merged = from_run_dirs([run_dir])
+    target = output or run_dir / "report.html"
+    target.write_text(render(merged.report, f"harness report: {run_dir.name}"))
+    for warning in merged.warnings:
+        err_console.print(f"harness: warning: {warning}", markup=False, style="yellow")
+    console.print(f"wrote {target}", markup=False)
 
 
 analyze_app = typer.Typer(help="Analyses of finished runs.", no_args_is_help=True)

@@ -128,6 +128,7 @@ class RunSpec:
     reorder_window: float = 1.0
     loopback_capacity: float = 0.0  # msg/s the simulated broker serves; 0 = unlimited
     loopback_delay: float = 0.0  # ms added to every message by the simulated broker
+    run_id: str | None = None  # shared by the nodes of one multi-node run; None: a new one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -297,6 +298,9 @@ def validate_run(run: RunSpec) -> None:
         raise BadInput(flag, "simulates the loopback broker; no group uses it")
     if run.faults and not loopback:
         raise BadInput("--inject", "faults can be injected only into the loopback broker")
+    if run.run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run.run_id):
+        raise BadInput("--run-id", f"{run.run_id!r}: use up to 64 letters, digits, '.', '_' "
+                       "or '-'")
     if not _GROUP_NAME.match(run.name):
         raise BadInput("--name", f"{run.name!r} must be a letter followed by letters, digits, "
                        "- or _")

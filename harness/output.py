@@ -26,6 +26,22 @@ HLOG_MAX_VALUE_UNIT_RATIO = 1000.0
 _SECRET_KEY = re.compile(r"pass(word|code)?|secret|token|credential", re.IGNORECASE)
 
 
+def hlog_header(base_time: float, comment: str) -> str:
+    """The head of an HdrHistogram interval log, format 1.3."""
+    iso = datetime.fromtimestamp(base_time, UTC).isoformat()
+    return (f"#[Histogram log format version {HLOG_FORMAT_VERSION}]\n"
+            f"#[StartTime: {base_time:.3f} (seconds since epoch), {iso}]\n"
+            f"#[BaseTime: {base_time:.3f} (seconds since epoch)]\n"
+            f"#[{comment}; values in microseconds]\n"
+            '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+
+
+def hlog_line(base_time: float, tag: str, start: float, length: float, max_us: float,
+              encoded: str) -> str:
+    return (f"Tag={tag},{start - base_time:.3f},{length:.3f},"
+            f"{max_us / HLOG_MAX_VALUE_UNIT_RATIO:.3f},{encoded}\n")
+
+
 def scrub(value: Any) -> Any:
     """A copy with the value of every secret-looking key replaced, for manifests and exports."""
     if isinstance(value, dict):
@@ -89,23 +105,14 @@ class RunWriter:
         self.base_time = base_time
         self.jsonl = _AppendLog(run_dir / "intervals.jsonl")
         self.hlog = _AppendLog(run_dir / f"{node}.hlog")
-        iso = datetime.fromtimestamp(base_time, UTC).isoformat()
-        self.hlog.write(
-            f"#[Histogram log format version {HLOG_FORMAT_VERSION}]\n"
-            f"#[StartTime: {base_time:.3f} (seconds since epoch), {iso}]\n"
-            f"#[BaseTime: {base_time:.3f} (seconds since epoch)]\n"
-            f"#[harness run {run_id} node {node}; values in microseconds]\n"
-            '"StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram"\n')
+        self.hlog.write(hlog_header(base_time, f"harness run {run_id} node {node}"))
 
     def write_interval(self, records: list[dict[str, Any]], histograms: list[
             tuple[str, float, float, int, str]]) -> None:
         """records: JSON objects for intervals.jsonl; histograms: (tag, start epoch s, length s,
         max us, encoded) for the .hlog."""
         self.jsonl.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
-        self.hlog.write("".join(
-            f"Tag={tag},{start - self.base_time:.3f},{length:.3f},"
-            f"{max_us / HLOG_MAX_VALUE_UNIT_RATIO:.3f},{encoded}\n"
-            for tag, start, length, max_us, encoded in histograms))
+        self.hlog.write("".join(hlog_line(self.base_time, *h) for h in histograms))
 
     def close(self) -> None:
         self.jsonl.close()

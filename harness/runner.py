@@ -127,7 +127,7 @@ class Controller:
         self.run = run
         self.on_interval = on_interval
         self.on_log = on_log
-        self.run_id = uuid.uuid4().hex[:12]
+        self.run_id = run.run_id or uuid.uuid4().hex[:12]
         self.started = time.time()
         self.run_dir = make_run_dir(run.output, run.name, self.started)
         self.plans = plan_cells(run, self.run_id)
