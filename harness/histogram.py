@@ -90,13 +90,27 @@ def add_encoded(target: HdrHistogram, text: str) -> None:
         target.add(other)
 
 
+def values_at(histogram: HdrHistogram, points: Sequence[float]) -> list[int]:
+    """The value at each percentile, exactly as HdrHistogram's get_value_at_percentile gives
+    it, from one NumPy cumulative sum instead of a Python loop over the counts per query."""
+    cumulative = np.cumsum(counts_view(histogram)[:histogram.counts_len])
+    out = []
+    for percentile in points:
+        target = histogram.get_target_count_at_percentile(percentile)
+        index = int(np.searchsorted(cumulative, target))
+        value = histogram.get_value_from_index(index)
+        out.append(int(histogram.get_highest_equivalent_value(value) if percentile else
+                       histogram.get_lowest_equivalent_value(value)))
+    return out
+
+
 def percentiles(histogram: HdrHistogram,
                 points: Sequence[float] = PERCENTILES) -> dict[str, int | None]:
     """p50 ... p99.9 and max in microseconds; None for an empty histogram."""
     keys = [f"p{p:g}" for p in points] + ["max"]
     if histogram.get_total_count() == 0:
         return dict.fromkeys(keys)
-    values = histogram.get_percentile_to_value_dict(list(points))
+    values = dict(zip(points, values_at(histogram, points), strict=True))
     out: dict[str, int | None] = {f"p{p:g}": int(values[p]) for p in points}
     out["max"] = int(histogram.get_max_value())
     return out

@@ -3,8 +3,9 @@ any path Spark reads, validates them, merges them exactly in the executors and w
 merged_intervals (parquet and CSV), summary.json, merged.hlog and report.html.
 
 Raw interval records never reach the driver: each partition folds its lines into partial
-histograms and counter sums (harness.mergecore), reduceByKey adds those up, and only the
-merged aggregates (one per interval slot and tag) are collected to build the outputs.
+histograms and counter sums (harness.mergecore), the executors add up every key's parts, and
+only the merged aggregates (one per interval slot and tag) are collected to build the
+outputs.
 
 Run by `harness merge` on an embedded local[*] Spark, or on a cluster by
 contrib/spark/merge.py under spark-submit.
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.errors import BadInput
-from harness.mergecore import combine, fold_partition, layout_from
+from harness.mergecore import fold_partition, layout_from, merge_values
 from harness.merged import ROW_COLUMNS, Merged, build
 from harness.report import render
 
@@ -120,7 +121,8 @@ def merge(spark: Any, inputs: list[str], output: str, sweep: bool = False,
     progress.start()
     started = time.monotonic()
     try:
-        folded = dict(lines.mapPartitions(fold).reduceByKey(combine).collect())
+        folded = dict(lines.mapPartitions(fold).groupByKey().mapValues(merge_values)
+                      .collect())
     finally:
         progress.stopped.set()
     skipped = {name: acc.value for name, acc in counters.items()}

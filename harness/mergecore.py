@@ -4,8 +4,8 @@ that the Spark job (harness.merge) runs them inside executors, one partition at 
 
 Every interval of every node goes on one epoch grid of the statistics interval: slot =
 round(start / interval). Histograms are added, never percentiles averaged, keyed by
-(run, slot, tag), (run, tag) over the measured phase and (run, node, tag); counters are
-summed by (run, slot, group) and (run, slot, node, group).
+(run, slot, tag) and (run, node, tag) (the whole run per tag is the sum of its slots after
+the warm-up); counters are summed by (run, slot, group) and (run, slot, node, group).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from harness.histogram import decode, encode
+from harness.histogram import decode, encode, new_histogram
 from harness.output import SCHEMA_VERSION
 
 PHASE_ORDER = {"warmup": 0, "measure": 1, "drain": 2}
@@ -75,23 +75,23 @@ def fold_partition(lines: Iterable[str], layout: dict[str, dict[str, Any]],
                 for name, value in counts.items():
                     target[name] = target.get(name, 0) + value
         else:
+            if not record.get("count"):
+                continue
+            tag = record["tag"]
+            node_key = ("node", run, node, tag)
+            target = hists.get(node_key)
+            if target is None:
+                target = hists[node_key] = new_histogram()
             try:
-                histogram = decode(record["hist"])
+                # Decoding straight into the sum: no histogram allocated per record.
+                target.decode_and_add(record["hist"])
             except Exception:
                 problems["corrupt_histograms"] = problems.get("corrupt_histograms", 0) + 1
                 continue
-            if not histogram.get_total_count():
-                continue
-            tag = record["tag"]
-            keys = [("slot", run, slot, tag), ("node", run, node, tag)]
-            if record["phase"] != "warmup":
-                keys.append(("tag", run, tag))
-            for key in keys:
-                existing = hists.get(key)
-                if existing is None:
-                    hists[key] = decode(record["hist"]) if key is not keys[0] else histogram
-                else:
-                    existing.add(histogram)
+            # A partition holds one record per slot and tag from each process it read:
+            # adding here would only decode and encode each again, so the raw encoding goes
+            # on to the reduce, which adds all the nodes' records of a slot at once.
+            yield ("slot", run, slot, tag), record["hist"]
     for key, histogram in hists.items():
         yield key, encode(histogram)
     for key, counts in sums.items():
@@ -118,13 +118,28 @@ def combine(a: Any, b: Any) -> Any:
     return max(a, b)
 
 
+def merge_values(values: Iterable[Any]) -> Any:
+    """All partial values of one key merged (histograms decoded once each, encoded once)."""
+    values = list(values)
+    first = values[0]
+    if isinstance(first, str) and first not in PHASE_ORDER:
+        histogram = decode(first)
+        for encoded in values[1:]:
+            histogram.decode_and_add(encoded)
+        return encode(histogram)
+    merged = first
+    for value in values[1:]:
+        merged = combine(merged, value)
+    return merged
+
+
 def fold_all(lines: Iterable[str], layout: dict[str, dict[str, Any]],
              problems: dict[str, int]) -> dict[Key, Any]:
     """The whole merge in one process (a single run, or tests)."""
-    out: dict[Key, Any] = {}
+    grouped: dict[Key, list[Any]] = {}
     for key, value in fold_partition(lines, layout, problems):
-        out[key] = combine(out[key], value) if key in out else value
-    return out
+        grouped.setdefault(key, []).append(value)
+    return {key: merge_values(values) for key, values in grouped.items()}
 
 
 def layout_from(manifests: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.histogram import decode, percentiles
+from harness.histogram import decode, encode, percentiles
 from harness.output import hlog_header, hlog_line
 from harness.plot import distribution
 from harness.roles import ROLES
@@ -77,12 +77,17 @@ def build(folded: dict[tuple[Any, ...], Any], layout: dict[str, dict[str, Any]],
                                         histogram.get_max_value(), encoded))
             series.setdefault(tag, []).append([(slot - first) * interval, p["p50"], p["p90"],
                                                p["p99"], p["p99.9"], p["max"]])
+        whole: dict[str, Any] = {}
+        for (_, r, slot, tag), encoded in by_kind.get("slot", []):
+            if r == run and phase.get(slot) != "warmup":
+                if tag in whole:
+                    whole[tag].decode_and_add(encoded)
+                else:
+                    whole[tag] = decode(encoded)
         tags = {}
-        for (_, r, tag), encoded in by_kind.get("tag", []):
-            if r == run:
-                histogram = decode(encoded)
-                tags[tag] = {"count": histogram.get_total_count(), **percentiles(histogram),
-                             "hist": encoded, "distribution": distribution(histogram)}
+        for tag, histogram in whole.items():
+            tags[tag] = {"count": histogram.get_total_count(), **percentiles(histogram),
+                         "hist": encode(histogram), "distribution": distribution(histogram)}
         per_node = {}
         for (_, r, node, tag), encoded in by_kind.get("node", []):
             if r == run:

@@ -8,6 +8,7 @@ import math
 
 from hdrh.histogram import HdrHistogram
 
+from harness.histogram import values_at
 from harness.units import format_us
 
 # Beyond six nines a run seldom has the samples to say anything.
@@ -28,13 +29,9 @@ def distribution(histogram: HdrHistogram) -> list[tuple[float, int]]:
     if not total:
         return []
     top = min(math.log10(total), MAX_NINES) if total > 1 else 0.0
-    points = []
-    steps = int(top / STEP)
-    for i in range(steps + 1):
-        x = i * STEP
-        points.append((x, histogram.get_value_at_percentile(100 * (1 - 10 ** -x))))
-    points.append((top, histogram.get_max_value()))
-    return points
+    xs = [i * STEP for i in range(int(top / STEP) + 1)]
+    values = values_at(histogram, [100 * (1 - 10 ** -x) for x in xs])
+    return [*zip(xs, values, strict=True), (top, histogram.get_max_value())]
 
 
 def _label(nines: int) -> str:

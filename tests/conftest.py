@@ -94,3 +94,12 @@ def unique(prefix: str) -> str:
     """A destination name no other test (or earlier run) has used."""
     import uuid
     return f"{prefix}.{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def loopback_run(harness):
+    """A finished 3 s loopback run (a sender at 200 msg/s and a receiver), 1 s intervals."""
+    done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "200", "-rl", "3",
+                   "-ss", "1", "-g", "-m loopback.Receiver -d Q")
+    assert done.code == 0, done.stderr
+    return done

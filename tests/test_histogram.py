@@ -71,3 +71,18 @@ def test_encode_decode_round_trip_and_percentiles():
     assert p["p50"] == 500 and p["p99"] == 990 and p["max"] == 1000
     assert percentiles(new_histogram()) == {"p50": None, "p90": None, "p99": None,
                                             "p99.9": None, "max": None}
+
+
+def test_values_at_equals_the_packages_get_value_at_percentile() -> None:
+    import random
+
+    from harness.histogram import values_at
+
+    rng = random.Random(11)
+    for _ in range(100):
+        histogram = new_histogram()
+        for _ in range(rng.randint(1, 2000)):
+            histogram.record_value(int(rng.lognormvariate(rng.uniform(0, 12), 2)) + 1)
+        points = [0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0, rng.uniform(0, 100)]
+        assert values_at(histogram, points) == \
+            [histogram.get_value_at_percentile(p) for p in points]

@@ -218,10 +218,9 @@ def test_screen_shows_the_numbers_the_statistics_engine_produced(harness: Any,
                                                  ("p50", "p90", "p99", "p99.9", "max")]}
 
 
-def test_view_prints_the_recorded_intervals_without_a_terminal(harness: Any) -> None:
-    done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "200", "-rl", "3",
-                   "-ss", "1", "-g", "-m loopback.Receiver -d Q")
-    assert done.code == 0, done.stderr
+def test_view_prints_the_recorded_intervals_without_a_terminal(harness: Any,
+                                                               loopback_run: Any) -> None:
+    done = loopback_run
     shown = harness("view", str(done.run_dir))
     assert shown.code == 0, shown.stderr
     # The same interval lines the run printed, from the files alone.

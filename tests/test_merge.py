@@ -1,0 +1,215 @@
+"""The merge on a real local SparkSession, the merged report in headless Chromium, and the
+single-run report."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hdrh.log import HistogramLogReader
+from PIL import Image
+
+from harness.config import GroupSpec, RunSpec
+from harness.histogram import encode, new_histogram, percentiles
+from harness.merge import MergeError, merge, session
+from harness.output import SCHEMA_VERSION, RunWriter, write_json_atomic
+from harness.report import PALETTE
+
+INTERVAL = 1.0
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    spark = session("local[2]")
+    yield spark
+    spark.stop()
+
+
+def write_node(root: Path, run_id: str, node: str, start: float, intervals: int,
+               draw: Callable[[random.Random], int], seed: int, schema: int = SCHEMA_VERSION
+               ) -> tuple[Path, list[int]]:
+    """A node's run directory as the harness writes it: a receiver whose latency values
+    come from draw(); returns the directory and every value recorded."""
+    run_dir = root / node
+    run_dir.mkdir(parents=True)
+    run = RunSpec(groups=[GroupSpec("loopback.Receiver", "Q", name="receiver")],
+                  interval=INTERVAL, node=node)
+    write_json_atomic(run_dir / "manifest.json", {
+        "schema": schema, "run_id": run_id, "node": node, "name": "synthetic",
+        "options": run.to_dict(), "start": start, "host": {"hostname": node, "cpus": 2},
+        "clock": {"offset_estimate_s": 0.0}, "status": "complete"})
+    writer = RunWriter(run_dir, run_id, node, start)
+    rng = random.Random(seed)
+    values: list[int] = []
+    for i in range(intervals):
+        histogram = new_histogram()
+        sample = [draw(rng) for _ in range(200)]
+        for v in sample:
+            histogram.record_value(v)
+        values += sample
+        base = {"v": SCHEMA_VERSION, "run": run_id, "node": node, "process": 0, "interval": i,
+                "start": start + i * INTERVAL, "length": INTERVAL, "phase": "measure"}
+        encoded = encode(histogram)
+        writer.write_interval([
+            {"type": "process", **base, "pid": 1, "cpu": 10.0 + i},
+            {"type": "counters", **base, "group": "receiver", "sent": 0, "received": 200,
+             "lost": 0, "duplicated": 0, "reordered": 0, "errors": 0, "threads": 1,
+             "threads_up": 1, "clamped": 0},
+            {"type": "histogram", **base, "group": "receiver", "tag": "receiver.latency",
+             "count": 200, "max": histogram.get_max_value(), "hist": encoded}],
+            [("receiver.latency", start + i * INTERVAL, INTERVAL, histogram.get_max_value(),
+              encoded)])
+    writer.close()
+    return run_dir, values
+
+
+DISTRIBUTIONS: list[Callable[[random.Random], int]] = [
+    lambda r: int(r.expovariate(1 / 300)) + 1,
+    lambda r: r.randint(50, 5000),
+    lambda r: r.choice((100, 20_000)) + r.randint(0, 50),
+    lambda r: int(r.lognormvariate(6, 1)) + 1,
+    lambda r: 1000 + r.randint(0, 3),
+]
+
+
+def test_merged_percentiles_equal_one_histogram_of_every_value(spark: Any,
+                                                                tmp_path: Path) -> None:
+    inputs, union = [], new_histogram()
+    for n, draw in enumerate(DISTRIBUTIONS):
+        run_dir, values = write_node(tmp_path / "in", "r1", f"node{n}", 1_800_000_000.0, 6,
+                                     draw, seed=n)
+        inputs.append(str(run_dir))
+        for v in values:
+            union.record_value(v)
+    merged = merge(spark, inputs, str(tmp_path / "out"), say=lambda _: None)
+    tag = merged.summary["runs"]["r1"]["tags"]["receiver.latency"]
+    assert tag["count"] == union.get_total_count() == 5 * 6 * 200
+    expected = percentiles(union)
+    assert {k: tag[k] for k in expected} == expected
+    # Each interval as well: rows are the union of that interval across the five nodes.
+    rows = [r for r in merged.rows if r["tag"] == "receiver.latency"]
+    assert len(rows) == 6 and all(r["count"] == 1000 for r in rows)
+    assert merged.summary["runs"]["r1"]["groups"]["receiver"]["received"] == 6000
+    # The merged log is a standard HdrHistogram interval log whose histograms add up.
+    reader = HistogramLogReader(str(tmp_path / "out" / "merged.hlog"), new_histogram())
+    total = new_histogram()
+    while (histogram := reader.get_next_interval_histogram()) is not None:
+        total.add(histogram)
+    assert percentiles(total) == expected
+
+
+def test_nodes_started_at_different_offsets_share_one_grid(spark: Any,
+                                                           tmp_path: Path) -> None:
+    start = 1_800_000_100.0
+    offsets = {"a": 0.0, "b": 0.3, "c": 2.4}  # c starts two intervals and a bit later
+    inputs = [str(write_node(tmp_path, "r2", node, start + offset, 4,
+                             lambda r: r.randint(100, 200), seed=1)[0])
+              for node, offset in offsets.items()]
+    merged = merge(spark, inputs, str(tmp_path / "out"), say=lambda _: None)
+    rows = sorted((r["interval_start"], r["count"]) for r in merged.rows)
+    # a and b share slots 0-3; c's intervals (starting 2.4 s in) land on slots 2-5.
+    assert rows == [(start + s, count) for s, count in
+                    ((0, 400), (1, 400), (2, 600), (3, 600), (4, 200), (5, 200))]
+    assert all(r["interval_start"] % INTERVAL == 0 for r in merged.rows)
+    assert sorted(r["t"] for r in merged.rows) == [0, 1, 2, 3, 4, 5]
+    cpu = merged.report["runs"][0]["cpu"]
+    assert sorted(cpu) == ["a", "b", "c"] and [t for t, _ in cpu["c"]] == [2, 3, 4, 5]
+
+
+def test_corrupt_inputs_are_counted_and_bad_sets_refused(spark: Any, tmp_path: Path) -> None:
+    first, _ = write_node(tmp_path, "r3", "a", 1_800_000_200.0, 3, lambda r: 500, seed=1)
+    second, _ = write_node(tmp_path, "r3", "b", 1_800_000_200.0, 3, lambda r: 700, seed=2)
+    text = (first / "intervals.jsonl").read_text()
+    (first / "intervals.jsonl").write_text(text + text.splitlines()[-1][:40])  # torn line
+    lines = (second / "intervals.jsonl").read_text().splitlines()
+    record = json.loads(lines[2])
+    assert record["type"] == "histogram"
+    record["hist"] = record["hist"][:12] + "!!!!" + record["hist"][16:]
+    lines[2] = json.dumps(record)
+    (second / "intervals.jsonl").write_text("\n".join(lines) + "\n")
+    merged = merge(spark, [str(first), str(second)], str(tmp_path / "out"), say=lambda _: None)
+    assert merged.summary["skipped"] == {"truncated_lines": 1, "corrupt_histograms": 1,
+                                         "other_schema": 0}
+    assert "1 truncated lines skipped" in merged.warnings
+    assert merged.summary["runs"]["r3"]["tags"]["receiver.latency"]["count"] == 5 * 200
+    other, _ = write_node(tmp_path / "x", "r4", "c", 1_800_000_200.0, 1, lambda r: 1, seed=3)
+    old, _ = write_node(tmp_path / "y", "r3", "d", 1_800_000_200.0, 1, lambda r: 1, seed=3,
+                        schema=99)
+    cases = {"more than one run": [first, other], "given twice": [first, first],
+             "schema version 99": [first, old], "no manifest.json": [first, tmp_path / "z"]}
+    for message, paths in cases.items():
+        with pytest.raises(MergeError, match=message):
+            merge(spark, [str(p) for p in paths], str(tmp_path / "bad"), say=lambda _: None)
+
+
+def _chromium(page: Path, screenshot: Path) -> list[str]:
+    """Load page in headless Chromium; returns what its pages wrote to the console."""
+    done = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
+         "--v=0", f"--screenshot={screenshot}", "--window-size=1000,3000",
+         f"file://{page}"], capture_output=True, text=True, timeout=120)
+    assert screenshot.exists(), done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def _chart_pixels(screenshot: Path) -> int:
+    """Pixels drawn in the report's line colours."""
+    colours = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in PALETTE[:4]}
+    image = Image.open(screenshot).convert("RGB")
+    return sum(count for count, colour in image.getcolors(1 << 24) or []
+               if any(sum(abs(a - b) for a, b in zip(colour, c, strict=True)) < 30
+                      for c in colours))
+
+
+def test_the_merge_cli_on_two_real_loopback_runs_and_its_report_in_chromium(
+        harness: Any, tmp_path: Path) -> None:
+    runs = []
+    for node in ("a", "b"):
+        done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "300", "-rl", "3",
+                       "-ss", "1", "--run-id", "twonode", "--node", node, "-o",
+                       str(tmp_path / node), "-g", "-m loopback.Receiver -d Q", output=False)
+        assert done.code == 0, done.stderr
+        (run_dir,) = (tmp_path / node).iterdir()
+        runs.append(run_dir)
+    out = tmp_path / "merged"
+    done = harness("merge", *map(str, runs), "-o", str(out), timeout=300)
+    assert done.code == 0, done.stderr
+    assert "spark:" not in done.stderr.lower() and "WARN" not in done.stderr
+    assert "run twonode: nodes a, b" in done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    sent = sum(json.loads((r / "summary.json").read_text())["groups"]["sender"]["sent"]
+               for r in runs)
+    assert summary["runs"]["twonode"]["groups"]["sender"]["sent"] == sent
+    assert list((out / "merged_intervals.parquet").glob("*.parquet"))
+    [csv_file] = (out / "merged_intervals.csv").glob("*.csv")
+    assert csv_file.read_text().splitlines()[0].startswith("run,interval_start,t,phase,tag")
+    page = out / "report.html"
+    html = page.read_text()
+    # Self-contained: nothing that could fetch (the only URL is the SVG namespace's name).
+    for fetching in ("<script", "<link", "src=", "href=", "url(", "@import"):
+        assert fetching not in html, fetching
+    console = _chromium(page, tmp_path / "report.png")
+    assert console == []
+    assert _chart_pixels(tmp_path / "report.png") > 2000
+    # The checks can fail: a page with a script error is caught, an empty one has no lines.
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>throw new Error('x')</script></body></html>")
+    assert _chromium(bad, tmp_path / "bad.png")
+    assert _chart_pixels(tmp_path / "bad.png") == 0
+
+
+def test_report_for_a_single_run_without_spark(harness: Any, loopback_run: Any) -> None:
+    done = loopback_run
+    report = harness("report", str(done.run_dir))
+    assert report.code == 0, report.stderr
+    html = (done.run_dir / "report.html").read_text()
+    summary = done.summary
+    p50 = summary["groups"]["receiver"]["latency"]["p50"]
+    from harness.units import format_us
+    assert "receiver.latency" in html and f"<td>{format_us(p50)}</td>" in html
+    assert html.count("<svg") >= 4
