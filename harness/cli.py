@@ -474,12 +474,15 @@ def view(
             console.print(line, markup=False)
     for _, text in recorded.events:
         console.print(text, markup=False)
-    summary = run_dir / "summary.json"
-    if summary.is_file():
-        print_summary(console, json.loads(summary.read_text()), str(run_dir))
-    else:
-        err_console.print(f"harness: {run_dir} has no summary.json: the run did not finish",
-                          markup=False, style="yellow")
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text()) if path.is_file() else None
+    if summary is None or "groups" not in summary:
+        if summary is None:
+            err_console.print(f"harness: {run_dir} has no summary.json (the run did not "
+                              "finish): the summary below is recomputed from the intervals",
+                              markup=False, style="yellow")
+        summary = recorded.summary  # a merge's output: the merged intervals' summary
+    print_summary(console, summary, str(run_dir))
 
 
 def _on_terminal() -> bool:

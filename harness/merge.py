@@ -147,6 +147,10 @@ def write(spark: Any, merged: Merged, output: str) -> None:
                json.dumps(merged.summary, indent=1, default=str))
     write_text(spark, _join(output, "merged.hlog"), merged.hlog)
     write_text(spark, _join(output, "report.html"), render(merged.report, "harness merge"))
+    if merged.manifest is not None:  # harness view replays it like any run
+        write_text(spark, _join(output, "intervals.jsonl"), "".join(
+            json.dumps(r, separators=(",", ":")) + "\n" for r in merged.intervals))
+        write_text(spark, _join(output, "manifest.json"), json.dumps(merged.manifest, indent=1))
 
 
 def _cast(column: str, value: Any) -> Any:

@@ -24,6 +24,10 @@ class Merged:
     hlog: str
     report: dict[str, Any]  # what report.html draws
     warnings: list[str] = field(default_factory=list)
+    # The merged run in the harness's own run-directory format (one run only), so that
+    # `harness view` replays it like any run.
+    manifest: dict[str, Any] | None = None
+    intervals: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _count(role: str, counters: dict[str, int]) -> int:
@@ -37,6 +41,8 @@ def build(folded: dict[tuple[Any, ...], Any], layout: dict[str, dict[str, Any]],
         by_kind.setdefault(key[0], []).append((key, value))
     rows: list[dict[str, Any]] = []
     warnings: list[str] = []
+    merged_manifest: dict[str, Any] | None = None
+    merged_intervals: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"runs": {}, "skipped": dict(problems)}
     report: dict[str, Any] = {"runs": []}
     hlog_parts: list[str] = []
@@ -155,6 +161,38 @@ def build(folded: dict[tuple[Any, ...], Any], layout: dict[str, dict[str, Any]],
             "tags": {t: {k: v for k, v in d.items() if k != "distribution"}
                      for t, d in tags.items()},
             "per_node": per_node}
+        if len(layout) == 1:
+            first_manifest = entry["nodes"][0]
+            manifest = {k: v for k, v in first_manifest.items() if k != "_path"}
+            manifest.update(node="merged", start=base_time, merged_from=[
+                m["node"] for m in entry["nodes"]])
+            replay = []
+            cpu_at: dict[int, float] = {}
+            for node_values in cpu.values():
+                for t, value in node_values:
+                    cpu_at[round(t / interval)] = max(cpu_at.get(round(t / interval),
+                                                                      0.0), value)
+            for slot in slots:
+                base = {"v": 1, "run": run, "node": "merged", "process": 0,
+                        "interval": slot - first, "start": slot * interval,
+                        "length": length.get(slot) or interval,
+                        "phase": phase.get(slot, "measure")}
+                replay.append({"type": "process", **base, "pid": 0,
+                               "cpu": cpu_at.get(slot - first, 0.0)})
+                for (_, r, s2, group), counters in by_kind.get("counters", []):
+                    if r == run and s2 == slot:
+                        replay.append({"type": "counters", **base, "group": group, **counters,
+                                       "threads": 0, "threads_up": 0, "clamped": 0})
+            for row in rows:
+                if row["run"] == run:
+                    replay.append({"type": "histogram", "v": 1, "run": run, "node": "merged",
+                                   "process": 0, "interval": int(row["t"] / interval),
+                                   "start": row["interval_start"], "length":
+                                   length.get(round(row["interval_start"] / interval))
+                                   or interval, "phase": row["phase"], "group": row["group"],
+                                   "tag": row["tag"], "count": row["count"], "max": row["max"],
+                                   "hist": row["hist"]})
+            merged_manifest, merged_intervals = manifest, replay
         report["runs"].append({"run": run, "name": entry.get("name"), "interval": interval,
                                "nodes": nodes, "tags": tags, "series": series,
                                "throughput": throughput["total"], "node_throughput": node_rates,
@@ -163,7 +201,8 @@ def build(folded: dict[tuple[Any, ...], Any], layout: dict[str, dict[str, Any]],
     summary["warnings"] = warnings
     report["warnings"] = warnings
     report["skipped"] = dict(problems)
-    return Merged(rows, summary, "".join(hlog_parts), report, warnings)
+    return Merged(rows, summary, "".join(hlog_parts), report, warnings, merged_manifest,
+                  merged_intervals)
 
 
 def from_run_dirs(paths: list[Any], skew_warn_s: float = SKEW_WARN_S) -> Merged:

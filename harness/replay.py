@@ -27,6 +27,7 @@ class RecordedRun:
     views: list[IntervalView]
     events: list[tuple[int, str]] = field(default_factory=list)  # (interval, text)
     skipped: int = 0  # lines that did not parse (a run killed mid-write)
+    summary: dict[str, Any] = field(default_factory=dict)  # recomputed from the intervals
 
 
 def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
@@ -106,7 +107,7 @@ def load(run_dir: Path) -> RecordedRun:
                            for k, v in record.items()
                            if k not in ("type", "v", "run", "node", "time", "action"))
         events.append((at, f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()))
-    return RecordedRun(run, metrics, manifest, views, events, skipped)
+    return RecordedRun(run, metrics, manifest, views, events, skipped, stats.summary())
 
 
 class ReplayFeed(Feed):

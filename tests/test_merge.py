@@ -188,6 +188,11 @@ def test_the_merge_cli_on_two_real_loopback_runs_and_its_report_in_chromium(
     assert list((out / "merged_intervals.parquet").glob("*.parquet"))
     [csv_file] = (out / "merged_intervals.csv").glob("*.csv")
     assert csv_file.read_text().splitlines()[0].startswith("run,interval_start,t,phase,tag")
+    # The merged run replays like any run: harness view reads the merge's output.
+    shown = harness("view", str(out))
+    assert shown.code == 0, shown.stderr
+    assert f"received {summary['runs']['twonode']['groups']['receiver']['received']}" in \
+        shown.stdout
     page = out / "report.html"
     html = page.read_text()
     # Self-contained: nothing that could fetch (the only URL is the SVG namespace's name).
