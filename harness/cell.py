@@ -54,6 +54,10 @@ def message_body(group: GroupSpec) -> bytes:
             return f.read()
     # Random rather than repeated bytes, so that a compressing broker or link sees realistic
     # payloads; made once per group, so it costs nothing per message.
+    if group.body_type == "text":
+        letters = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+        return os.urandom(group.size).translate(bytes(letters[i % len(letters)]
+                                                      for i in range(256)))
     return os.urandom(group.size)
 
 

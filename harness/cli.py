@@ -169,6 +169,13 @@ def run(
     destination: Annotated[str | None, typer.Option(
         "-d", "--destination", help="Queue or topic name (for Requestor/Responder: the "
         "request queue).", rich_help_panel=GROUP_PANEL)] = None,
+    destination_base: Annotated[int | None, typer.Option(
+        "-db", "--destination-base", help="With -dx: the first destination number (default 1).",
+        rich_help_panel=GROUP_PANEL, show_default=False)] = None,
+    destination_max: Annotated[int | None, typer.Option(
+        "-dx", "--destination-max", help="Numbered destinations: threads use <-d><N> for N "
+        "from -db to -dx in turn (PerfHarness's multi-destination mode).",
+        rich_help_panel=GROUP_PANEL, show_default=False)] = None,
     group_name: Annotated[str | None, typer.Option(
         "-gn", "--group-name", help="Name of the group in output (default: the role, "
         "lower-cased).", rich_help_panel=GROUP_PANEL)] = None,
@@ -199,6 +206,9 @@ def run(
     size: Annotated[str, typer.Option(
         "-ms", "--size", help="Message body size: 256, 4k, 1m.",
         rich_help_panel=GROUP_PANEL)] = "256",
+    body_type: Annotated[str, typer.Option(
+        "--type", help="Body: bytes (random), or text (printable; STOMP sends a text frame, "
+        "which JMS brokers deliver as a TextMessage).", rich_help_panel=GROUP_PANEL)] = "bytes",
     body_file: Annotated[str | None, typer.Option(
         "-mf", "--body-file", help="Send this file's bytes as the body (overrides -ms).",
         rich_help_panel=GROUP_PANEL)] = None,

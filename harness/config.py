@@ -28,6 +28,9 @@ class GroupSpec:
 
     module: str
     destination: str | None = None
+    # PerfHarness's -db / -dx: threads use destination<N>, N from base to max, in turn.
+    destination_base: int | None = None
+    destination_max: int | None = None
     name: str = ""
     threads: int = 1
     processes: int = 1
@@ -38,6 +41,7 @@ class GroupSpec:
     ramp: float = 0.0
     messages: int = 0
     size: int = 256
+    body_type: str = "bytes"  # bytes, or text (printable; a STOMP text frame)
     body_file: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     correlation_id: str | None = None
@@ -96,6 +100,15 @@ class GroupSpec:
         """A thread's number in its group, from 1, across the group's processes (copy: which
         of them) ({{n}} in templates)."""
         return copy * self.threads + thread + 1
+
+    def destination_for(self, copy: int, thread: int) -> str:
+        """The destination of one thread: destination itself, or with -dx the numbered one
+        whose turn the thread is (PerfHarness's multi-destination mode)."""
+        if self.destination_max is None:
+            return self.destination or ""
+        base = 1 if self.destination_base is None else self.destination_base
+        n = self.thread_number(copy, thread)
+        return f"{self.destination}{base + (n - 1) % (self.destination_max - base + 1)}"
 
     def settings(self, node: str, process: int, thread: int, copy: int = 0) -> dict[str, Any]:
         """What a transport instance is given: the group's options and where it runs, with
@@ -195,6 +208,15 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 check(text)
             except TemplateError as exc:
                 raise BadInput(flag, str(exc)) from None
+    if group.body_type not in ("bytes", "text"):
+        raise BadInput("--type", f"is bytes or text, got {group.body_type!r}")
+    if group.destination_base is not None and group.destination_max is None:
+        raise BadInput("-db", "numbers destinations only with -dx (the highest number)")
+    if group.destination_max is not None:
+        base = 1 if group.destination_base is None else group.destination_base
+        if base < 0 or group.destination_max < base:
+            raise BadInput("-dx", f"must be >= -db ({base}) and -db >= 0, got -db {base} -dx "
+                           f"{group.destination_max}")
     if group.body_file is not None:
         path = Path(group.body_file)
         if not path.is_file() or not os.access(path, os.R_OK):

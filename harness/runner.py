@@ -88,8 +88,10 @@ def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
         role = ROLES[group.role]
         if not role.consumes or role.produces:
             continue
-        if group.selector:
-            exclusive[i] = False  # a filter sees part of each stream: gaps are not loss
+        if group.selector or group.destination_max is not None:
+            # A filter sees part of each stream; with numbered destinations, threads of one
+            # group may share one: gaps are not loss.
+            exclusive[i] = False
         elif role.worker.destination_kind == "topic":
             exclusive[i] = True
         else:

@@ -188,7 +188,8 @@ class RunStats:
         tails: dict[str, int] = {}
         for seen in streams:
             spec = self.run.groups[seen["group"]]
-            if spec.role not in ("Receiver", "Subscriber") or spec.messages or spec.selector:
+            if spec.role not in ("Receiver", "Subscriber") or spec.messages or spec.selector \
+                    or spec.destination_max is not None:
                 continue
             tail = 0
             for source in produced:
@@ -223,8 +224,8 @@ class RunStats:
             entry = destinations.setdefault(key, {"sent": 0, "received": 0, "duplicated": 0,
                                                   "subscribers": 0, "consumers": 0,
                                                   "producers": 0, "filtered": 0})
-            if spec.selector:
-                entry["filtered"] += 1
+            if spec.selector or (spec.destination_max is not None and kind == "topic"):
+                entry["filtered"] += 1  # what each consumer should get is not known here
             if spec.role in ("Sender", "Publisher"):
                 entry["sent"] += totals.everything["sent"]
                 entry["producers"] += 1

@@ -76,7 +76,8 @@ class Worker(threading.Thread, ABC):
         self.transport = setup.transport
         self.key = (setup.group_index, setup.thread_index)
         self.producer_id = f"{setup.node}:{group.name}:{setup.process_index}:{setup.thread_index}"
-        self.destination = Destination(self.destination_kind, group.destination or "")
+        self.destination = Destination(self.destination_kind,
+                                       group.destination_for(setup.copy, setup.thread_index))
         self.body = setup.body
         self.body_crc = zlib.crc32(setup.body)
         self.crc_every = round(1 / group.crc) if group.crc else 0

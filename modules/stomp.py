@@ -122,8 +122,10 @@ class StompTransport(NetworkTransport):
         host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
         beat = int(s.get("heartbeat_ms") or 0)
         connection_type = stomp.Connection11 if s.get("protocol") == "1.1" else stomp.Connection12
+        # Without content-length a JMS broker delivers a frame as a TextMessage.
         conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.get("vhost"),
-                               auto_decode=False, reconnect_attempts_max=1, timeout=5)
+                               auto_decode=False, reconnect_attempts_max=1, timeout=5,
+                               auto_content_length=s.get("body_type") != "text")
         if s.get("tls"):
             conn.set_ssl(for_hosts=[(host, port)], key_file=s.get("key"),
                          cert_file=s.get("cert"), ca_certs=s.get("ca"),

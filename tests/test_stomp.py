@@ -43,6 +43,24 @@ def drain(t, wait=1.0):
     return seqs
 
 
+def test_numbered_destinations_and_text_bodies(harness, brokers):
+    d = unique("numbered")
+    amq = flags(brokers, "activemq")
+    result = harness(
+        "run", "-m", "stomp.Sender", "-d", f"{d}.", "-dx", "3", "-nt", "3", "-mg", "200",
+        "-rt", "400", "--type", "text", "-ms", "2k", "-ss", "1", *amq,
+        "-g", group(brokers, "activemq", f"-m stomp.Receiver -gn all -d {d}. -dx 3 -nt 3 "
+                                         "--crc 1"),
+        "-g", group(brokers, "activemq", f"-m stomp.Receiver -gn two -d {d}.2 -mg 200"))
+    assert result.code == 0, result.stderr
+    groups = result.summary["groups"]
+    assert groups["sender"]["sent"] == 600
+    # Thread n sends to <d>.<n>; the queues are shared between the two receiving groups.
+    assert groups["all"]["received"] + groups["two"]["received"] == 600
+    assert groups["two"]["received"] <= 200 and groups["all"]["received"] >= 400
+    assert groups["all"]["corrupt"] == 0  # text frames carry the bodies intact
+
+
 @pytest.mark.parametrize("broker", STOMP_BROKERS)
 @pytest.mark.parametrize(("producer", "consumer"), [("Sender", "Receiver"),
                                                     ("Publisher", "Subscriber")])
