@@ -22,6 +22,7 @@ import psutil
 from harness.clock import EPOCH_OFFSET_NS, now_ns, to_monotonic
 from harness.config import GroupSpec, RunSpec
 from harness.errors import StartFailure
+from harness.floor import FloorProbe
 from harness.histogram import encode, fold_many, new_histogram
 from harness.recorder import COUNTERS
 from harness.roles import ROLES
@@ -104,6 +105,7 @@ class Cell:
         self.bodies: dict[int, bytes] = {}
         self.rates: dict[int, float] = {}  # per-thread rates changed live, by group
         self.thread_counts: dict[int, int] = {}
+        self.floor = FloorProbe()
 
     def _new_worker(self, g: int) -> Worker:
         run = self.run
@@ -152,6 +154,7 @@ class Cell:
                 worker.schedule.start = worker.start_time()
         self._cpu_mark = (time.monotonic(), self._cpu_seconds())
         self._cpu_last = 0.0
+        self.floor.start()
         for worker in self.workers:
             worker.start()
         self.collector = threading.Thread(target=self._collect, name="collector", daemon=True)
@@ -314,6 +317,7 @@ class Cell:
         }
         if end_ns is not None:
             report["streams"] = self.streams
+            report["floor"] = self.floor.stop()
         for g in self.plan.group_indexes:
             group = self.run.groups[g]
             histograms: dict[str, str] = {}

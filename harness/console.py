@@ -101,4 +101,9 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       f"received {check['received']}, missing {check['missing']}, "
                       f"duplicated {check['duplicated']}",
                       highlight=False, style="bold red" if bad else None)
+    floor = summary.get("floor")
+    if floor and floor["samples"]:
+        console.print(f"harness floor: thread hand-off p50 {format_us(floor['p50'])} p99 "
+                      f"{format_us(floor['p99'])} max {format_us(floor['max'])} under this "
+                      "run's load; latencies below it are the harness's own", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False)

@@ -25,7 +25,7 @@ from harness.cell import CellPlan, metrics_for
 from harness.clock import epoch_ns
 from harness.config import RunSpec
 from harness.errors import StartFailure
-from harness.histogram import decode
+from harness.histogram import decode, new_histogram, percentiles
 from harness.output import (
     SCHEMA_VERSION,
     RunWriter,
@@ -47,6 +47,21 @@ class RunResult:
     summary: dict[str, Any]
     exit_code: int
     stopped_by: str
+
+
+def floor_summary(floors: dict[int, str]) -> dict[str, Any]:
+    """The harness's floor (harness.floor) over all processes, and per process."""
+    merged = new_histogram()
+    per_process = {}
+    for process, encoded in sorted(floors.items()):
+        histogram = decode(encoded)
+        per_process[str(process)] = percentiles(histogram)
+        if histogram.get_total_count():
+            merged.add(histogram)
+    return {"what": "thread hand-off latency in each measuring process under the run's "
+                    "load, us: latencies below this are the harness's own",
+            "samples": merged.get_total_count(), **percentiles(merged),
+            "processes": per_process}
 
 
 def plan_cells(run: RunSpec, run_id: str) -> list[CellPlan]:
@@ -318,6 +333,7 @@ class Controller:
         exit_code = 0
         done: set[int] = set()
         streams: list[dict[str, Any]] = []
+        floors: dict[int, str] = {}
         while len(done) < len(self.cells):
             now = time.time()
             if self.stop_requests >= 2:
@@ -370,6 +386,8 @@ class Controller:
                 if report["final"]:
                     finals[process] = index
                     streams.extend(report.get("streams", ()))
+                    if "floor" in report:
+                        floors[process] = report["floor"]
                 next_index = self._emit_complete(pending, finals, next_index, writer)
         next_index = self._emit_complete(pending, finals, next_index, writer, flush=True)
         for cell in self.cells:
@@ -384,6 +402,8 @@ class Controller:
         summary = self.stats.summary()
         summary.update(run_id=self.run_id, node=run.node, stopped_by=stopped_by,
                        start=self.start_s, end=end)
+        if floors:
+            summary["floor"] = self.manifest["floor"] = floor_summary(floors)
         write_json_atomic(self.run_dir / "summary.json", summary)
         self.manifest.update(status="complete" if exit_code == 0 else "incomplete",
                              stopped_by=stopped_by, end=end, intervals=self.stats.intervals)

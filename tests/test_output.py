@@ -76,3 +76,13 @@ def test_a_password_never_appears_in_output_or_run_files(harness, tmp_path):
     assert secret not in everything and "other-s3cret-from-file" not in everything
     groups = result.manifest["options"]["groups"]
     assert groups[0]["password"] == groups[1]["password"] == "***"
+
+
+def test_the_harness_floor_is_measured_through_the_run_and_written(loopback_run):
+    floor = loopback_run.summary["floor"]
+    assert loopback_run.manifest["floor"] == floor
+    # About a hundred hand-offs a second over the 3 s run, in the one process.
+    assert 150 <= floor["samples"] <= 400
+    assert list(floor["processes"]) == ["0"]
+    assert 0 < floor["p50"] <= floor["p99"] <= floor["max"]
+    assert "harness floor: thread hand-off p50" in loopback_run.stdout
