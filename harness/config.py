@@ -76,6 +76,8 @@ class GroupSpec:
     inflight: int = 20
     reply_queue: str | None = None
     connect_retry: int = 0
+    # Scenario event handlers (harness.scenarios): what to send on for each message received.
+    plan: list[dict[str, Any]] | None = None
 
     @property
     def transport(self) -> str:
@@ -105,6 +107,9 @@ class GroupSpec:
         """The destination of one thread: destination itself, or with -dx the numbered one
         whose turn the thread is (PerfHarness's multi-destination mode)."""
         if self.destination_max is None:
+            if self.destination and "{{" in self.destination:
+                return expand(self.destination, self.thread_number(copy, thread),
+                              self.threads * self.processes)
             return self.destination or ""
         base = 1 if self.destination_base is None else self.destination_base
         n = self.thread_number(copy, thread)
@@ -182,6 +187,9 @@ def validate_group(group: GroupSpec, index: int) -> None:
     role = ROLES[role_name]
     if not group.destination:
         raise BadInput("-d", f"group {group.name or index} ({group.module}) needs a destination")
+    if role_name in ("Handler", "TopicHandler") and group.plan is None:
+        raise BadInput("-m", f"{role_name} is a scenario's event handler: it runs inside a "
+                       "scenario profile (see profiles/supplychain-*.yaml), not on its own")
     if group.threads < 1:
         raise BadInput("-nt", f"must be >= 1, got {group.threads}")
     if group.processes < 1:

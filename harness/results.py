@@ -26,6 +26,17 @@ def size_label(size: int) -> str:
     return str(size)
 
 
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (time, value) points; 0 for fewer than two."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
+
+
 def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
     """What producers sent (times the fan-out) minus what consumers received, interval by
     interval over the measured phase, and its slope (msgs/s) by least squares."""
@@ -60,17 +71,13 @@ def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
             points.append((view.start + view.length, backlog))
     if len(points) < 2:
         return {"slope": 0.0, "final": backlog, "stable": True, "checked": False}
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_b = sum(b for _, b in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    slope = sum((t - mean_t) * (b - mean_b) for t, b in points) / var if var else 0.0
+    rise = slope(points)
     delivered = sum(view.groups[g.name].counters["received"] for view in views
                     if view.phase == "measure" for g in run.groups
                     if g.role in ("Receiver", "Subscriber") and g.name in view.groups)
     seconds = sum(v.length for v in views if v.phase == "measure") or 1.0
     limit = max(GROWING_SHARE * delivered / seconds, 1.0)
-    return {"slope": slope, "final": backlog, "stable": slope <= limit, "checked": True}
+    return {"slope": rise, "final": backlog, "stable": rise <= limit, "checked": True}
 
 
 def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: str,
