@@ -424,6 +424,9 @@ def _run_profile(path: Path, overrides: list[str], ui: bool) -> int:
     from harness.profile import load
 
     profile = load(path, overrides)
+    if profile.points[0].scenario is not None:
+        from harness.scenarios.experiment import run_profile
+        return run_profile(profile, lambda spec: execute(spec, ui), console)
     if len(profile.points) == 1 and profile.search is None:
         return execute(profile.points[0].run, ui).exit_code
     what = f"a search over {profile.search.field}" if profile.search else \

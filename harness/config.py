@@ -272,7 +272,7 @@ def validate_group(group: GroupSpec, index: int) -> None:
     if group.selector and not role.consumes:
         raise BadInput("--selector", f"{role_name} does not consume; selectors filter what "
                        "Receiver, Subscriber and Responder receive")
-    if group.durable_name and role_name != "Subscriber":
+    if group.durable_name and role_name not in ("Subscriber", "TopicHandler"):
         raise BadInput("--durable-name", "durable subscriptions are for Subscriber")
 
 

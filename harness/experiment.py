@@ -120,7 +120,7 @@ class Experiment:
         rows: list[dict[str, Any]] = []
 
         def probe(value: float) -> Probe:
-            run = with_value(point, spec.field, value, self.profile.path)
+            run = with_value(point, spec.field, value, self.profile.path).run
             row, result = self._run(run, {**point.labels, spec.field: value})
             reasons = judge(run, row, result.summary, spec.field, spec.criteria)
             row["verdict"] = "pass" if not reasons else "FAIL: " + "; ".join(reasons)

@@ -22,11 +22,15 @@ import yaml
 
 from harness.config import GroupSpec, RunSpec, validate_group, validate_run
 from harness.errors import BadInput
+from harness.units import parse_size
 
 PathKey = tuple[str | int, ...]
 
 TOP_KEYS = ("name", "description", "vars", "connections", "defaults", "groups", "run", "sweep",
-            "search", "settle", "results")
+            "search", "settle", "results", "scenario")
+SCENARIO_KEYS = ("topology", "base", "connection", "locations", "rates", "interactions",
+                 "sizes", "search")
+BASE_SEARCH_KEYS = ("start", "factor", "max", "precision")
 SEARCH_KEYS = ("field", "start", "factor", "max", "precision", "criteria")
 CRITERIA_KEYS = ("p99-ms", "p50-ms", "group", "loss", "backlog", "achieved")
 SETTLE_KEYS = ("drain", "wait", "broker-cpu-below")
@@ -88,6 +92,7 @@ class Point:
     labels: dict[str, Any]  # sweep field -> value
     run: RunSpec
     data: dict[str, Any]  # the resolved profile of this point
+    scenario: Any = None  # (Scenario, its steps) for a scenario profile
 
 
 @dataclass
@@ -101,6 +106,7 @@ class Profile:
     settle: Settle
     rate: str  # results table's Message Rate: a choice of RATE_CHOICES or a group name
     latency: str | None  # the group whose latency the table shows; None: the first consumer
+    base_search: dict[str, float] | None = None  # a scenario's BASE search
 
 
 # -- reading YAML with line numbers ---------------------------------------------------------
@@ -429,30 +435,69 @@ def load(path: Path, overrides: list[str] | None = None) -> Profile:
         point = _substitute(point, variables, (), check)
         if len(check.problems) > before:
             break
-        groups = []
-        for i, raw in enumerate(point.get("groups") or []):
-            spec = builder.group(point, i, raw)
-            if spec is not None:
-                groups.append(spec)
-        if len(groups) != len(point.get("groups") or []):
-            break
-        run = builder.run(point, groups)
-        if run is None:
-            break
+        made = None
+        if "scenario" in point:
+            made = _scenario_run(point, builder, check)
+            if made is None:
+                break
+            run = made[0]
+        else:
+            groups = []
+            for i, raw in enumerate(point.get("groups") or []):
+                spec = builder.group(point, i, raw)
+                if spec is not None:
+                    groups.append(spec)
+            if len(groups) != len(point.get("groups") or []):
+                break
+            run = builder.run(point, groups)
+            if run is None:
+                break
         if keys:
             run.name = f"p{index + 1:03d}"
         elif "name" not in (point.get("run") or {}) and data.get("name"):
             run.name = str(data["name"])
-        points.append(Point(index, labels, run, point))
+        points.append(Point(index, labels, run, point, made[1] if made else None))
     if check.problems:
         # A sweep repeats its problems at every point: the first point that fails says it.
         raise ProfileError(path, _unique(check.problems))
     header = "\n".join(line[1:].strip() for line in
                        itertools.takewhile(lambda s: s.startswith("#"), text.splitlines()))
     results = data.get("results") or {}
+    base_search = (data.get("scenario") or {}).get("search")
     return Profile(path, str(data.get("name") or path.stem), str(data.get("description") or ""),
                    header, points, _search(data.get("search")), _settle(data.get("settle")),
-                   str(results.get("rate", "dispatched")), results.get("latency"))
+                   str(results.get("rate", "dispatched")), results.get("latency"),
+                   {k: float(v) for k, v in base_search.items()} if base_search else None)
+
+
+def _scenario_run(point: dict[str, Any], builder: _Builder,
+                  check: _Checker) -> tuple[RunSpec, Any] | None:
+    """The run of a scenario profile: its groups made by the scenario, on its connection."""
+    from harness.scenarios.supplychain import run_spec, scenario
+
+    raw = point["scenario"]
+    template = builder.group(point, 0, {"connection": raw.get("connection", "local"),
+                                        "module": "Sender", "destination": "scenario"})
+    if template is None:
+        return None
+    base = builder.run(point, [template])
+    if base is None:
+        return None
+    try:
+        made = scenario(raw.get("topology", "horizontal"), float(raw.get("base", 1)),
+                        raw.get("locations"), raw.get("rates"),
+                        tuple(raw.get("interactions") or (1, 2, 3, 4, 5, 6, 7)),
+                        {k: parse_size(v) for k, v in (raw.get("sizes") or {}).items()})
+    except ValueError as exc:
+        check.add(("scenario",), str(exc))
+        return None
+    run, steps = run_spec(made, base, template)
+    try:
+        validate_run(run)
+    except BadInput as exc:
+        check.add(("scenario",), f"{exc.where}: {exc.problem}")
+        return None
+    return run, (made, steps)
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:
@@ -492,7 +537,12 @@ def _check_sections(data: dict[str, Any], builder: _Builder, check: _Checker) ->
         check.keys(data["defaults"] or {}, ("defaults",),
                    ["connection", "module", *builder.group_keys])
     groups = data.get("groups")
-    if not isinstance(groups, list) or not groups:
+    if "scenario" in data:
+        _check_scenario(data, check)
+        if groups is not None:
+            check.add(("groups",), "a scenario makes its own groups: give either scenario or "
+                                   "groups")
+    elif not isinstance(groups, list) or not groups:
         check.add(("groups",), "a profile needs a list of at least one worker group")
     else:
         names = []
@@ -540,6 +590,58 @@ def _check_sections(data: dict[str, Any], builder: _Builder, check: _Checker) ->
         latency = results.get("latency")
         if latency is not None and latency not in names:
             check.add(("results", "latency"), f"no group named {latency!r}")
+
+
+def _check_scenario(data: dict[str, Any], check: _Checker) -> None:
+    from harness.scenarios.supplychain import RATES, SIZE_CLASSES
+
+    raw = data["scenario"]
+    if not check.keys(raw, ("scenario",), SCENARIO_KEYS):
+        return
+    topology = raw.get("topology", "horizontal")
+    if topology not in ("horizontal", "vertical", "freeform"):
+        check.add(("scenario", "topology"), "must be horizontal, vertical or freeform")
+    base = raw.get("base", 1)
+    if not isinstance(base, int | float) or isinstance(base, bool) or base <= 0:
+        check.add(("scenario", "base"), "must be a number above 0")
+    connection = raw.get("connection", "local")
+    if connection not in (data.get("connections") or {}):
+        check.add(("scenario", "connection"), f"no connection named {connection!r}")
+    # The seed: only the freeform topology lets counts, rates and interactions be chosen.
+    for key in ("locations", "rates", "interactions"):
+        if key in raw and topology != "freeform":
+            check.add(("scenario", key), f"the {topology} topology sets {key} from BASE and "
+                                         "the business model; use topology: freeform")
+    locations = raw.get("locations")
+    if locations is not None and check.keys(locations, ("scenario", "locations"),
+                                            ["dc", "sm", "sp", "families"]):
+        for key, value in locations.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                check.add(("scenario", "locations", key), "must be a whole number >= 1")
+    rates = raw.get("rates")
+    if rates is not None and check.keys(rates, ("scenario", "rates"), list(RATES)):
+        for key, value in rates.items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                check.add(("scenario", "rates", key), "must be interactions a second, above 0")
+    interactions = raw.get("interactions")
+    if interactions is not None and (not isinstance(interactions, list) or not interactions or
+                                     not all(i in range(1, 8) for i in interactions)):
+        check.add(("scenario", "interactions"), "must be a list of interaction numbers 1 to 7")
+    sizes = raw.get("sizes")
+    if sizes is not None and check.keys(sizes, ("scenario", "sizes"), list(SIZE_CLASSES)):
+        for key, value in sizes.items():
+            try:
+                if parse_size(value) < 64:
+                    raise ValueError("must be at least 64 bytes")
+            except ValueError as exc:
+                check.add(("scenario", "sizes", key), str(exc))
+    search = raw.get("search")
+    if search is not None and check.keys(search, ("scenario", "search"), BASE_SEARCH_KEYS):
+        for key, value in search.items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                check.add(("scenario", "search", key), "must be a number above 0")
+        if search.get("factor", 2) <= 1:
+            check.add(("scenario", "search", "factor"), "must be above 1")
 
 
 def _check_search(data: dict[str, Any], search: dict[str, Any], check: _Checker) -> None:
@@ -602,19 +704,24 @@ def _settle(raw: dict[str, Any] | None) -> Settle:
                   raw.get("broker-cpu-below"))
 
 
-def with_value(point: Point, dotted: str, value: float, builder_check: Path) -> RunSpec:
-    """The point's run with one field changed (a search probe), validated again."""
+def with_value(point: Point, dotted: str, value: float, builder_check: Path) -> Point:
+    """The point with one field changed (a search probe), built and validated again."""
     data = copy.deepcopy(point.data)
     _assign(data, _resolve(data, dotted), int(value) if dotted.endswith("threads") else value)
     check = _Checker({})
     builder = _Builder(check)
-    groups = [builder.group(data, i, raw) for i, raw in enumerate(data.get("groups") or [])]
-    run = builder.run(data, [g for g in groups if g is not None]) \
-        if all(g is not None for g in groups) else None
+    made = None
+    if "scenario" in data:
+        made = _scenario_run(data, builder, check)
+        run = made[0] if made else None
+    else:
+        groups = [builder.group(data, i, raw) for i, raw in enumerate(data.get("groups") or [])]
+        run = builder.run(data, [g for g in groups if g is not None]) \
+            if all(g is not None for g in groups) else None
     if run is None or check.problems:
         raise ProfileError(builder_check, check.problems)
     run.name = point.run.name
-    return run
+    return Point(point.index, point.labels, run, data, made[1] if made else None)
 
 
 def listing(directory: Path) -> list[tuple[Path, str]]:

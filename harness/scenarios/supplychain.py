@@ -266,22 +266,27 @@ def steps(s: Scenario, persistent_ok: bool = True, transactions_ok: bool = True,
     return out
 
 
-def run_spec(s: Scenario, base: RunSpec, connection: dict[str, Any]) -> tuple[RunSpec,
-                                                                              list[Step]]:
-    """The RunSpec of a scenario: its groups on one connection (transport and its options)."""
+# Where a template group's connection is copied to every scenario group.
+CONNECTION_FIELDS = ("host", "port", "flavour", "protocol", "vhost", "user", "password",
+                     "heartbeat_ms", "keepalive", "tls", "ca", "cert", "key", "ack", "prefetch",
+                     "connect_retry")
+
+
+def run_spec(s: Scenario, base: RunSpec, template: GroupSpec) -> tuple[RunSpec, list[Step]]:
+    """The RunSpec of a scenario: its groups on the template group's transport and
+    connection."""
     from modules import transport_class
     from modules.base import Capability
-    transport = connection.get("transport", "loopback")
-    caps = transport_class(transport).capabilities_for(connection)
+    caps = transport_class(template.transport).capabilities_for(
+        template.settings(base.node, 0, 0))
     plan = steps(s, persistent_ok=bool(caps & Capability.PERSISTENT),
                  transactions_ok=bool(caps & Capability.TRANSACTIONS),
                  durable_ok=bool(caps & Capability.DURABLE))
-    options = {k: v for k, v in connection.items() if k != "transport"}
-    groups = [replace(step.spec, module=f"{transport}.{step.spec.module}", **options)
-              for step in plan]
-    for step, spec in zip(plan, groups, strict=True):
-        step.spec = spec
-    return replace(base, groups=groups), plan
+    connection = {f: getattr(template, f) for f in CONNECTION_FIELDS}
+    for step in plan:
+        step.spec = replace(step.spec, module=f"{template.transport}.{step.spec.module}",
+                            **connection)
+    return replace(base, groups=[step.spec for step in plan]), plan
 
 
 # -- the report ------------------------------------------------------------------------------
