@@ -480,6 +480,11 @@ def _scenario_run(point: dict[str, Any], builder: _Builder,
                                         "module": "Sender", "destination": "scenario"})
     if template is None:
         return None
+    if template.transport not in ("stomp", "loopback"):
+        check.add(("scenario", "connection"), f"the supply-chain scenario runs on stomp and "
+                  f"loopback, not {template.transport}: its steps route by correlation id and "
+                  "commit in transactions, which MQTT has not")
+        return None
     base = builder.run(point, [template])
     if base is None:
         return None

@@ -16,6 +16,7 @@ once for each subscriber that receives it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -365,7 +366,9 @@ def _queue_trends(plan: list[Step], views: list[IntervalView]) -> dict[str, dict
         trend = slope(points)
         seconds = sum(v.length for v in views if v.phase == "measure") or 1.0
         limit = max(GROWING_SHARE * received / seconds, 1.0)
-        out[step.spec.destination or step.spec.name] = {
+        # DC_OrderQ<n>: one destination per location, aggregated
+        name = re.sub(r"\{\{.*?\}\}", "<n>", step.spec.destination or step.spec.name)
+        out[name] = {
             "handler": step.spec.name, "slope": trend, "backlog": backlog,
             "stable": trend <= limit}
     return out
