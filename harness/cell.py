@@ -55,10 +55,14 @@ def message_body(group: GroupSpec) -> bytes:
             return f.read()
     # Random rather than repeated bytes, so that a compressing broker or link sees realistic
     # payloads; made once per group, so it costs nothing per message.
-    if group.body_type == "text":
+    if group.body_type in ("text", "xml"):
         letters = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
-        return os.urandom(group.size).translate(bytes(letters[i % len(letters)]
+        text = os.urandom(group.size).translate(bytes(letters[i % len(letters)]
                                                       for i in range(256)))
+        if group.body_type == "xml":  # a document that every cut of the body begins
+            head = b'<?xml version="1.0"?><document><items>'
+            text = (head + text)[:group.size]
+        return text
     return os.urandom(group.size)
 
 

@@ -207,8 +207,9 @@ def run(
         "-ms", "--size", help="Message body size: 256, 4k, 1m.",
         rich_help_panel=GROUP_PANEL)] = "256",
     body_type: Annotated[str, typer.Option(
-        "--type", help="Body: bytes (random), or text (printable; STOMP sends a text frame, "
-        "which JMS brokers deliver as a TextMessage).", rich_help_panel=GROUP_PANEL)] = "bytes",
+        "--type", help="Body: bytes (random), text (printable; STOMP sends a text frame, "
+        "which JMS brokers deliver as a TextMessage) or xml (text shaped as an XML "
+        "document).", rich_help_panel=GROUP_PANEL)] = "bytes",
     body_file: Annotated[str | None, typer.Option(
         "-mf", "--body-file", help="Send this file's bytes as the body (overrides -ms).",
         rich_help_panel=GROUP_PANEL)] = None,

@@ -41,7 +41,7 @@ class GroupSpec:
     ramp: float = 0.0
     messages: int = 0
     size: int = 256
-    body_type: str = "bytes"  # bytes, or text (printable; a STOMP text frame)
+    body_type: str = "bytes"  # bytes, text (printable; a STOMP text frame) or xml
     body_file: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     correlation_id: str | None = None
@@ -78,6 +78,8 @@ class GroupSpec:
     connect_retry: int = 0
     # Scenario event handlers (harness.scenarios): what to send on for each message received.
     plan: list[dict[str, Any]] | None = None
+    # Scenario drivers: body sizes drawn by weight, [(bytes, weight)]; size is the largest.
+    size_mix: list[tuple[int, float]] | None = None
 
     @property
     def transport(self) -> str:
@@ -216,8 +218,8 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 check(text)
             except TemplateError as exc:
                 raise BadInput(flag, str(exc)) from None
-    if group.body_type not in ("bytes", "text"):
-        raise BadInput("--type", f"is bytes or text, got {group.body_type!r}")
+    if group.body_type not in ("bytes", "text", "xml"):
+        raise BadInput("--type", f"is bytes, text or xml, got {group.body_type!r}")
     if group.destination_base is not None and group.destination_max is None:
         raise BadInput("-db", "numbers destinations only with -dx (the highest number)")
     if group.destination_max is not None:

@@ -36,6 +36,7 @@ class _Producer(Worker):
             self.correlation
         property_sets = self.property_sets
         properties, turns = property_sets[0], len(property_sets)
+        deck, cards = self.deck, len(self.deck)
         limit = group.messages or -1
         transacted, commit_count = group.transacted, group.commit_count
         offset = EPOCH_OFFSET_NS
@@ -48,6 +49,9 @@ class _Producer(Worker):
                 intended, now = due
                 if turns > 1:
                     properties = property_sets[seq % turns]
+                if cards:
+                    body, crc = deck[seq % cards]
+                    size = len(body)
                 message = Message(body, producer, seq, intended + offset, now + offset, crc,
                                   properties, correlation, None, persistent)
                 try:

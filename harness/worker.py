@@ -3,6 +3,7 @@ and the flags a cell uses to stop its workers."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import zlib
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 POLL_S = 0.05
 # Longest single sleep while pacing, so that stop requests are seen promptly.
 MAX_SLEEP_S = 0.05
+# Bodies in a size mix's deck: enough that the drawn mix is close to the weights.
+DECK = 200
 # Back-off after a transport error, so a dead connection does not turn into a busy loop.
 ERROR_PAUSE_S = 0.01
 
@@ -80,6 +83,15 @@ class Worker(threading.Thread, ABC):
                                        group.destination_for(setup.copy, setup.thread_index))
         self.body = setup.body
         self.body_crc = zlib.crc32(setup.body)
+        # With a size mix, a deck of bodies drawn by weight, dealt in turn: (body, crc).
+        self.deck: list[tuple[bytes, int]] = []
+        if group.size_mix:
+            draw = random.Random(self.producer_id)
+            sizes = draw.choices([z for z, _ in group.size_mix],
+                                 [w for _, w in group.size_mix], k=DECK)
+            cut = {z: setup.body[:z] for z in set(sizes)}
+            crcs = {z: zlib.crc32(b) for z, b in cut.items()}
+            self.deck = [(cut[z], crcs[z]) for z in sizes]
         self.crc_every = round(1 / group.crc) if group.crc else 0
         self.rec = Recorder()
         n, total = group.thread_number(setup.copy, setup.thread_index), \

@@ -19,7 +19,7 @@ CASES = [
     ("crc fraction above one", [*S, "--crc", "2"], "--crc", "fraction"),
     ("destination base without max", [*S, "-db", "2"], "-db", "only with -dx"),
     ("destination max below base", [*S, "-db", "5", "-dx", "3"], "-dx", "must be >= -db"),
-    ("unknown body type", [*S, "--type", "map"], "--type", "bytes or text"),
+    ("unknown body type", [*S, "--type", "map"], "--type", "bytes, text or xml"),
     ("property without =", [*S, "--property", "colour"], "--property", "key=value"),
     ("unreadable body file", [*S, "-mf", "/nonexistent/body"], "-mf", "cannot read"),
     ("bad fault", [*S, "--inject", "explode:Q:1"], "--inject", "ACTION:DESTINATION:N"),

@@ -48,6 +48,11 @@ def test_a_loopback_run_meets_the_horizontal_mix_and_completes_every_chain(
     for message in ("priceUpdate", "productAnnouncement", "creditCardHL"):
         assert received(outcome, message) % 5 == 0 and received(outcome, message) > 0
     assert outcome["valid"] and "PASSED" in outcome["stdout"]
+    # Sizes are drawn per message from the type's range: orders small to medium (1K / 4K,
+    # 70 / 30), so their mean lies between the two and at neither.
+    summary = json.loads((Path(outcome["run_dir"]) / "summary.json").read_text())
+    order = summary["groups"]["sm-order"]
+    assert 1024 < order["bytes"] / order["sent"] < 4096
 
 
 def test_the_vertical_topology_is_mostly_point_to_point(harness: Any, tmp_path: Path) -> None:

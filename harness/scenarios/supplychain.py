@@ -66,6 +66,10 @@ TYPES = {t.name: t for t in (
     MessageType("creditCardHL", 7, "small-large", False, False),
 )}
 
+# Inter-company messages: XML documents (Table II).
+SUPPLIER = {"callForOffers", "offer", "pOrder", "pOrderConf", "pShipInfo", "pShipConf",
+            "invoice"}
+
 # The business model's rates (interactions started a second, per starting location) at
 # BASE 1, chosen so that the delivered mix meets the seed's targets (see mix_targets).
 RATES = {"order": 1.0, "inventory": 1.0, "sales-stats": 6.2, "call-for-offers": 1.0,
@@ -183,7 +187,9 @@ def steps(s: Scenario, persistent_ok: bool = True, transactions_ok: bool = True,
             thread_rate=rate, correlation_id=correlation,
             persistent=t.persistent and persistent_ok and role in ("Sender", "Publisher"),
             transacted=t.transacted and transactions_ok, plan=plan,
-            size=z[RANGES[t.sizes][0][0]], body_type="text",
+            size=max(z[c] for c, _ in RANGES[t.sizes]),
+            body_type="xml" if message in SUPPLIER else "text",
+            size_mix=[(z[c], w) for c, w in RANGES[t.sizes]],
             durable_name=f"{name}-" if durable and durable_ok else None,
             client_id=f"{name}-" if durable and durable_ok else None)
         if plan is not None and persistent_ok:
