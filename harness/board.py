@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -128,14 +127,3 @@ class Board:
     def reset(self) -> None:
         for board in self.groups.values():
             board.reset()
-
-    def snapshot(self) -> dict[str, Any]:
-        """The rows as plain numbers (what the table shows), for tests and tools."""
-        out: dict[str, Any] = {}
-        for name, g in self.groups.items():
-            p = g.percentiles(g.headline, cumulative=True) or {}
-            out[name] = {"rate_now": g.rate_now, "rate_avg": g.rate_avg, "total": g.total,
-                         "threads": g.threads, "threads_up": g.threads_up, **g.counters,
-                         "headline": g.headline, **{k: p.get(k) for k in
-                                                    ("p50", "p90", "p99", "p99.9", "max")}}
-        return out
