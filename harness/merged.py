@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.histogram import decode, encode, percentiles
-from harness.output import hlog_header, hlog_line
+from harness.output import hlog_header, hlog_line, record_base
 from harness.plot import distribution
 from harness.roles import ROLES
 from harness.stats import CLIENT_CPU_LIMIT
@@ -172,11 +172,11 @@ def build(folded: dict[tuple[Any, ...], Any], layout: dict[str, dict[str, Any]],
                 for t, value in node_values:
                     cpu_at[round(t / interval)] = max(cpu_at.get(round(t / interval),
                                                                       0.0), value)
+            bases = {}
             for slot in slots:
-                base = {"v": 1, "run": run, "node": "merged", "process": 0,
-                        "interval": slot - first, "start": slot * interval,
-                        "length": length.get(slot) or interval,
-                        "phase": phase.get(slot, "measure")}
+                base = bases[slot] = record_base(run, "merged", 0, slot - first, slot * interval,
+                                                 length.get(slot) or interval,
+                                                 phase.get(slot, "measure"))
                 replay.append({"type": "process", **base, "pid": 0,
                                "cpu": cpu_at.get(slot - first, 0.0)})
                 for (_, r, s2, group), counters in by_kind.get("counters", []):
@@ -185,11 +185,8 @@ def build(folded: dict[tuple[Any, ...], Any], layout: dict[str, dict[str, Any]],
                                        "threads": 0, "threads_up": 0, "clamped": 0})
             for row in rows:
                 if row["run"] == run:
-                    replay.append({"type": "histogram", "v": 1, "run": run, "node": "merged",
-                                   "process": 0, "interval": int(row["t"] / interval),
-                                   "start": row["interval_start"], "length":
-                                   length.get(round(row["interval_start"] / interval))
-                                   or interval, "phase": row["phase"], "group": row["group"],
+                    slot = round(row["interval_start"] / interval)
+                    replay.append({"type": "histogram", **bases[slot], "group": row["group"],
                                    "tag": row["tag"], "count": row["count"], "max": row["max"],
                                    "hist": row["hist"]})
             merged_manifest, merged_intervals = manifest, replay

@@ -26,6 +26,13 @@ HLOG_MAX_VALUE_UNIT_RATIO = 1000.0
 _SECRET_KEY = re.compile(r"pass(word|code)?|secret|token|credential", re.IGNORECASE)
 
 
+def record_base(run: str, node: str, process: int, interval: int, start: float,
+                length: float, phase: str) -> dict[str, Any]:
+    """The fields every interval record in intervals.jsonl begins with."""
+    return {"v": SCHEMA_VERSION, "run": run, "node": node, "process": process,
+            "interval": interval, "start": start, "length": length, "phase": phase}
+
+
 def hlog_header(base_time: float, comment: str) -> str:
     """The head of an HdrHistogram interval log, format 1.3."""
     iso = datetime.fromtimestamp(base_time, UTC).isoformat()

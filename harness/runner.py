@@ -31,6 +31,7 @@ from harness.output import (
     RunWriter,
     host_facts,
     make_run_dir,
+    record_base,
     scrub,
     write_json_atomic,
 )
@@ -195,9 +196,8 @@ class Controller:
 
     def _write(self, writer: RunWriter, report: dict[str, Any], phase: str,
                start: float) -> None:
-        base = {"v": SCHEMA_VERSION, "run": self.run_id, "node": self.run.node,
-                "process": report["process"], "interval": report["index"], "start": start,
-                "length": report["length_s"], "phase": phase}
+        base = record_base(self.run_id, self.run.node, report["process"], report["index"],
+                           start, report["length_s"], phase)
         records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report["pid"],
                                           "cpu": report["cpu"]}]
         hlog = []
