@@ -1,20 +1,42 @@
-"""Transport modules. A module name reads `<transport>.<Role>`, like `loopback.Sender`."""
+"""The transports. A module name reads `<transport>.<Role>`, like `loopback.Sender`.
+
+Installed as `harness.transports` (the repository keeps them in modules/). Each is imported
+only when used, so that a client library that is not installed matters only to its own
+transport, and asking for it says which extra to install.
+"""
 
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
-from modules.base import Transport
+from harness.transports.base import Transport
 
-# Imported lazily so that a missing client library only matters when its transport is used.
-TRANSPORTS: dict[str, str] = {
-    "loopback": "modules.loopback:LoopbackTransport",
-    "stomp": "modules.stomp:StompTransport",
-    "mqtt": "modules.mqtt:MqttTransport",
+from harness.errors import BadInput
+
+
+class Entry(NamedTuple):
+    path: str  # module:Class
+    extra: str  # the optional dependency set that installs its client library; "": core
+
+
+TRANSPORTS: dict[str, Entry] = {
+    "loopback": Entry("harness.transports.loopback:LoopbackTransport", ""),
+    "stomp": Entry("harness.transports.stomp:StompTransport", ""),
+    "mqtt": Entry("harness.transports.mqtt:MqttTransport", ""),
 }
+DISTRIBUTION = "broker-harness"
 
 
 def transport_class(name: str) -> type[Transport]:
-    path = TRANSPORTS[name]
-    module_name, _, class_name = path.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+    entry = TRANSPORTS[name]
+    module_name, _, class_name = entry.path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "harness":
+            raise
+        extra = f"[{entry.extra}]" if entry.extra else ""
+        raise BadInput("-m", f"the {name} transport needs the Python package {exc.name}: "
+                       f"pip install '{DISTRIBUTION}{extra}'") from None
+    return getattr(module, class_name)

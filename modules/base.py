@@ -1,9 +1,9 @@
-"""The transport interface every module implements, small enough to read in one screen.
+"""The transport interface every module implements.
 
-A transport moves harness messages to and from one broker connection. Roles (harness.roles)
-are written once against this interface; a transport declares the broker features it has as
-capabilities, so that asking for a missing feature fails before the run instead of being
-silently ignored.
+A transport moves harness messages to and from one broker connection. Roles
+(harness.engine.roles) are written once against it; a transport declares the broker features
+it has as capabilities and the options only it takes, so that asking for a missing feature
+fails before the run instead of being silently ignored.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
+
+from harness.transports.message import Destination, Message
+from harness.transports.options import Option
+from harness.transports.outage import Outages
 
 
 class Capability(enum.Flag):
@@ -22,44 +26,8 @@ class Capability(enum.Flag):
     TRANSACTIONS = enum.auto()
     SELECTORS = enum.auto()
     DURABLE = enum.auto()
-    QOS = enum.auto()
     REQUEST_REPLY = enum.auto()
     TEMP_QUEUES = enum.auto()
-
-
-class Destination(NamedTuple):
-    # A plain tuple so that it hashes in C on the per-message path.
-    kind: str  # "queue" or "topic"
-    name: str
-
-
-class Message:
-    """One message as the harness sees it; each transport maps these fields onto its wire format.
-
-    ts is the intended send time and sent the actual send time, both in epoch nanoseconds
-    (harness.clock), so that a receiver in another process or on another machine can compute
-    latency from the intended time (coordinated-omission safe) and service time from the send.
-    """
-
-    __slots__ = ("body", "producer", "seq", "ts", "sent", "crc", "properties", "correlation_id",
-                 "reply_to", "persistent", "handle")
-
-    def __init__(self, body: bytes, producer: str, seq: int, ts: int, sent: int,
-                 crc: int | None = None, properties: Mapping[str, str] | None = None,
-                 correlation_id: str | None = None, reply_to: Destination | None = None,
-                 persistent: bool = False, handle: Any = None) -> None:
-        self.body = body
-        self.producer = producer
-        self.seq = seq
-        self.ts = ts
-        self.sent = sent
-        self.crc = crc
-        self.properties = properties
-        self.correlation_id = correlation_id
-        self.reply_to = reply_to
-        self.persistent = persistent
-        # What the transport needs to acknowledge this message; opaque to the roles.
-        self.handle = handle
 
 
 class TransportError(Exception):
@@ -67,21 +35,20 @@ class TransportError(Exception):
 
 
 class Transport(ABC):
-    """One connection (and session) to a broker, owned by one worker thread.
-
-    settings holds the worker group's options (harness.config.GroupSpec as a dict: host, port,
-    flavour, user, password, tls, ack, qos, ...) and the worker's node, process and thread.
-    """
+    """One connection (and session) to a broker, owned by one worker thread. settings: the
+    group's fields and the transport's own options by field name (GroupSpec.settings), and
+    the worker's node, process and thread."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     capabilities: ClassVar[Capability]
+    options: ClassVar[tuple[Option, ...]] = ()  # the options only this transport takes
+    # The broker lives inside each process (one per process, empty at every start).
+    embedded: ClassVar[bool] = False
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         self.settings = settings
-        self.reconnects = 0
-        self.outage_ns = 0
-        self._down_since: int | None = None
+        self.outages = Outages()
 
     @classmethod
     def endpoint(cls, settings: Mapping[str, Any]) -> str:
@@ -90,8 +57,7 @@ class Transport(ABC):
 
     @classmethod
     def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
-        """What this transport can do with these settings (a broker flavour, a protocol
-        version); the run is refused before it starts if a role or option needs more."""
+        """What it can do with these settings (a broker flavour, a protocol version)."""
         return cls.capabilities
 
     @classmethod
@@ -99,34 +65,12 @@ class Transport(ABC):
         """(flag, problem) for every setting this transport cannot accept."""
         return []
 
-    # -- outage accounting, reported by the workers every interval
-    def went_down(self) -> None:
-        if self._down_since is None:
-            self._down_since = time.monotonic_ns()
-
-    def came_up(self) -> None:
-        if self._down_since is not None:
-            self.outage_ns += time.monotonic_ns() - self._down_since
-            self._down_since = None
-            self.reconnects += 1
-
-    def take_outage(self) -> tuple[int, int]:
-        """(reconnects, outage ns) since the last call, counting an outage still under way."""
-        if self._down_since is not None:
-            now = time.monotonic_ns()
-            self.outage_ns += now - self._down_since
-            self._down_since = now
-        taken = self.reconnects, self.outage_ns
-        self.reconnects = self.outage_ns = 0
-        return taken
-
     def connect(self) -> None:
-        """Connect, retrying --connect-retry times with back-off (0.5 s, 1 s, 2 s ...)."""
+        """open(), retried --connect-retry times with back-off (0.5 s, 1 s, 2 s ...)."""
         retries = int(self.settings.get("connect_retry") or 0)
         for attempt in range(retries + 1):
             try:
-                self.open()
-                return
+                return self.open()
             except TransportError:
                 if attempt == retries:
                     raise
@@ -136,35 +80,22 @@ class Transport(ABC):
     def open(self) -> None:
         """One connection attempt; raises TransportError saying why it failed."""
 
-    def client_id(self, stable: bool) -> str | None:
-        """--client-id plus this worker's process and thread; when none was given and the
-        broker must find this client again (a durable subscription, a persistent session),
-        a stable one made from the node and group names, else None."""
-        s = self.settings
-        prefix = s.get("client_id")
-        if prefix is None and stable:
-            prefix = f"{s.get('node')}-{s.get('name')}-"
-        if prefix is None:
-            return None
-        return f"{prefix}{s.get('process', 0)}.{s.get('thread', 0)}"
-
     @abstractmethod
     def send(self, destination: Destination, message: Message) -> None: ...
 
     @abstractmethod
-    def subscribe(self, destination: Destination, *, selector: str | None = None,
-                  durable_name: str | None = None, qos: int | None = None) -> None:
-        """Start consuming from destination; one subscription per transport instance."""
+    def subscribe(self, destination: Destination) -> None:
+        """Start consuming from destination (one subscription per transport instance), with
+        the group's selector, durable name and acknowledgement settings."""
 
     @abstractmethod
     def receive(self, timeout: float) -> Message | None:
         """The next message of the subscription, or None after timeout seconds."""
 
     def deliver(self, sink: Callable[[Message], None] | None) -> bool:
-        """Hand every message of the subscription to sink on the transport's own network
-        thread, instead of queueing it for receive(); returns False where the transport has
-        no thread of its own. A hand-off between threads would add a wake-up to every
-        measured latency, and costs more than the measuring does."""
+        """Hand every message to sink on the transport's own network thread instead of
+        queueing it for receive() (a hand-off would add a wake-up to every measured
+        latency); False where the transport has no thread of its own."""
         return False
 
     def ack(self, message: Message) -> None:

@@ -17,8 +17,9 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from modules.base import Capability, Destination, Message, Transport, TransportError
-from modules.inbox import Full, Inbox
+from harness.transports.base import Capability, Transport, TransportError
+from harness.transports.inbox import Full, Inbox
+from harness.transports.message import Destination, Message
 
 FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
 
@@ -223,6 +224,7 @@ def reset_broker(capacity: float = 0.0, delay_s: float = 0.0) -> Broker:
 
 class LoopbackTransport(Transport):
     name = "loopback"
+    embedded = True
     description = "embedded in-process broker (no server; one broker per process)"
 
     @classmethod
@@ -253,8 +255,7 @@ class LoopbackTransport(Transport):
                                  f"({CAPACITY:,} messages): nothing consumes it fast enough"
                                  ) from None
 
-    def subscribe(self, destination: Destination, *, selector: str | None = None,
-                  durable_name: str | None = None, qos: int | None = None) -> None:
+    def subscribe(self, destination: Destination) -> None:
         if self._inbox is not None:
             raise TransportError("loopback transport already has a subscription")
         if destination.kind == "topic":

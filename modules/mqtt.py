@@ -27,11 +27,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import paho.mqtt.client as paho
+from harness.transports.base import Capability, TransportError
+from harness.transports.message import Destination, Message
+from harness.transports.network import NetworkTransport
+from harness.transports.options import Option
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
-
-from modules.base import Capability, Destination, Message, TransportError
-from modules.network import NetworkTransport
 
 DEFAULT_PORT = 1883
 CONNECT_TIMEOUT_S = 10.0
@@ -44,7 +45,7 @@ SHARE_GROUP = "harness"
 PREFIX = struct.Struct("!2sBBqqqIHHH")
 MAGIC = b"HN"
 
-_BASE = Capability.TOPICS | Capability.QOS | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+_BASE = Capability.TOPICS | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
 # flavour: (capabilities, protocol versions, default version, highest QoS)
 FLAVOURS: dict[str, tuple[Capability, tuple[str, ...], str, int]] = {
     # 3.1.1 by default everywhere: paho parses MQTT 5 properties in Python, which about
@@ -86,6 +87,18 @@ class MqttTransport(NetworkTransport):
     default_flavour = "mosquitto"
     description = "MQTT 3.1.1/5 via paho-mqtt; flavours mosquitto, activemq, rabbitmq, generic"
     capabilities = FLAVOURS["mosquitto"][0]
+    options = (
+        Option("keepalive", int, 60, "MQTT keep-alive in seconds.", scope="connection", low=0,
+               high=65535),
+        Option("qos", int, 0, "MQTT QoS 0, 1 or 2.", scope="connection", low=0),
+        Option("retain", bool, False, "MQTT retained messages.", scope="connection"),
+        Option("clean", bool, True, "MQTT clean start; --no-clean keeps a persistent session.",
+               scope="connection", negative=True),
+        Option("session-expiry", int, 0, "MQTT 5 session expiry in seconds (with --no-clean).",
+               scope="connection", low=0),
+        Option("inflight", int, 20, "MQTT in-flight window (QoS 1 and 2 messages awaiting "
+               "acks).", scope="connection", low=1, high=65535),
+    )
 
     @classmethod
     def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
@@ -104,8 +117,6 @@ class MqttTransport(NetworkTransport):
             out.append(("--protocol", f"MQTT on {name} speaks {' and '.join(versions)}"))
         if not 0 <= int(settings.get("qos", 0)) <= top_qos:
             out.append(("--qos", f"MQTT QoS on {name} is 0 to {top_qos}"))
-        if settings.get("ack", "auto") != "auto":
-            out.append(("--ack", "acknowledgement modes are a STOMP setting; MQTT has --qos"))
         if settings.get("session_expiry") and (version != "5" or settings.get("clean", True)):
             out.append(("--session-expiry", "needs MQTT 5 and --no-clean"))
         module = settings.get("module", "")
@@ -145,7 +156,7 @@ class MqttTransport(NetworkTransport):
         if self.subscription is not None and not flags.session_present:
             client.subscribe(*self.subscription)
         if self.client is not None:  # a reconnect, not the first connection
-            self.came_up()
+            self.outages.came_up()
         self.connected.set()
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any,
@@ -153,7 +164,7 @@ class MqttTransport(NetworkTransport):
         if self.connected.is_set():
             self.connected.clear()
             if self.client is not None:  # not our own close()
-                self.went_down()
+                self.outages.went_down()
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
         self.arrived(message)
@@ -243,10 +254,9 @@ class MqttTransport(NetworkTransport):
         if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
             raise TransportError(f"publish failed: {paho.error_string(info.rc)}")
 
-    def subscribe(self, destination: Destination, *, selector: str | None = None,
-                  durable_name: str | None = None, qos: int | None = None) -> None:
+    def subscribe(self, destination: Destination) -> None:
         topic = self._topic(destination, subscribing=True)
-        self.subscription = (topic, self.qos if qos is None else qos)
+        self.subscription = (topic, self.qos)
         event: threading.Event = threading.Event()
         reasons: list[Any] = []
         # Held across subscribe() so the SUBACK callback cannot run before we wait for it.

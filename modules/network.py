@@ -9,8 +9,9 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from modules.base import Message, Transport
-from modules.inbox import Inbox
+from harness.transports.base import Transport
+from harness.transports.inbox import Inbox
+from harness.transports.message import Message
 
 
 class NetworkTransport(Transport):
@@ -48,6 +49,18 @@ class NetworkTransport(Transport):
         with self.sink_lock:
             self.sink = sink
         return True
+
+    def client_id(self, stable: bool) -> str | None:
+        """--client-id plus this worker's process and thread; when none was given and the
+        broker must find this client again (a durable subscription, a persistent session),
+        a stable one made from the node and group names, else None."""
+        s = self.settings
+        prefix = s.get("client_id")
+        if prefix is None and stable:
+            prefix = f"{s.get('node')}-{s.get('name')}-"
+        if prefix is None:
+            return None
+        return f"{prefix}{s.get('process', 0)}.{s.get('thread', 0)}"
 
     def take(self, timeout: float) -> Message | None:
         raw = self.inbox.get(timeout)

@@ -27,9 +27,10 @@ from typing import Any
 
 import stomp
 import stomp.exception
-
-from modules.base import Capability, Destination, Message, TransportError
-from modules.network import NetworkTransport
+from harness.transports.base import Capability, TransportError
+from harness.transports.message import Destination, Message
+from harness.transports.network import NetworkTransport
+from harness.transports.options import Option
 
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
 logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
@@ -73,7 +74,7 @@ class _Listener(stomp.ConnectionListener):
     def on_disconnected(self) -> None:
         self.transport.connected = False
         if self.transport.conn is not None:  # not our own close()
-            self.transport.went_down()
+            self.transport.outages.went_down()
         for event in list(self.transport.receipts.values()):
             event.set()
 
@@ -84,6 +85,18 @@ class StompTransport(NetworkTransport):
     default_flavour = "activemq"
     description = "STOMP 1.1/1.2 via stomp.py; flavours activemq, rabbitmq, artemis, generic"
     capabilities = FLAVOURS["activemq"]
+    options = (
+        Option("vhost", str, None, "Virtual host (the CONNECT host header; RabbitMQ wants /).",
+               scope="connection"),
+        Option("heartbeat", int, 0, "STOMP heart-beat in milliseconds, both ways; 0 = none.",
+               field="heartbeat_ms", scope="connection", low=0),
+        Option("ack", str, "auto", "Acknowledgement: auto, client or client-individual.",
+               scope="connection"),
+        Option("prefetch", int, 0, "Messages the broker may send ahead of acks; 0 = broker "
+               "default.", scope="connection", low=0),
+        Option("reply-queue", str, None, "Requestor: fixed reply queue prefix (one queue per "
+               "thread, <prefix>.<process>.<thread>) instead of temporary queues."),
+    )
 
     @classmethod
     def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
@@ -98,8 +111,6 @@ class StompTransport(NetworkTransport):
             out.append(("--protocol", "STOMP versions are 1.1 and 1.2"))
         if settings.get("ack", "auto") not in ACK_MODES:
             out.append(("--ack", f"STOMP acknowledgement modes are {', '.join(ACK_MODES)}"))
-        if settings.get("qos"):
-            out.append(("--qos", "QoS is an MQTT setting; STOMP has --ack and -pp"))
         return out
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
@@ -162,12 +173,12 @@ class StompTransport(NetworkTransport):
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 self.conn.disconnect()
-        self.went_down()
+        self.outages.went_down()
         self.transaction = None
         self.open()
         if self.subscription is not None and not self._auto_subscribed(self.subscription[0]):
             self._subscribe(*self.subscription)
-        self.came_up()
+        self.outages.came_up()
 
     def _check(self) -> None:
         if self.broker_errors:
@@ -228,16 +239,15 @@ class StompTransport(NetworkTransport):
             self.conn.send(self._name(destination), message.body, headers=headers)
         except (stomp.exception.StompException, OSError) as exc:
             self.connected = False
-            self.went_down()
+            self.outages.went_down()
             raise TransportError(f"send failed: {exc or type(exc).__name__}") from None
         if event is not None and not self._confirmed(event, headers):
             raise TransportError("persistent send not confirmed by the broker")
 
-    def subscribe(self, destination: Destination, *, selector: str | None = None,
-                  durable_name: str | None = None, qos: int | None = None) -> None:
+    def subscribe(self, destination: Destination) -> None:
         s = self.settings
-        selector = selector or s.get("selector")
-        durable = durable_name or s.get("durable_name")
+        selector = s.get("selector")
+        durable = s.get("durable_name")
         headers: dict[str, str] = {"id": f"sub-{uuid.uuid4().hex[:8]}"}
         if selector:
             headers["selector"] = selector

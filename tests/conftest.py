@@ -49,8 +49,7 @@ def harness_command(*args: str) -> list[str]:
 
 def env() -> dict[str, str]:
     # MQTT_SECRET: a password tests pass by environment variable (anonymous brokers ignore it)
-    return {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200",
-            "MQTT_SECRET": "not-a-real-secret"}
+    return {**os.environ, "COLUMNS": "200", "MQTT_SECRET": "not-a-real-secret"}
 
 
 def only_run_dir(output: Path) -> Path | None:

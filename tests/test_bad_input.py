@@ -56,7 +56,7 @@ CASES = [
                                   "--durable-name", "x"], "--durable-name", "not support durable"),
     ("temp queues on generic STOMP", ["-m", "stomp.Requestor", "-d", "Q", "--flavour",
                                       "generic"], "-m stomp.Requestor", "not support temp queues"),
-    ("QoS on STOMP", ["-m", "stomp.Sender", "-d", "Q", "--qos", "1"], "--qos", "MQTT setting"),
+    ("QoS on STOMP", ["-m", "stomp.Sender", "-d", "Q", "--qos", "1"], "--qos", "only mqtt"),
     ("unknown STOMP ack mode", ["-m", "stomp.Receiver", "-d", "Q", "--ack", "sometimes"],
      "--ack", "acknowledgement"),
     ("unknown STOMP flavour", ["-m", "stomp.Sender", "-d", "Q", "--flavour", "hornetq"],
@@ -87,7 +87,7 @@ CASES = [
                                              "--session-expiry", "60"], "--session-expiry",
      "--no-clean"),
     ("ack mode on MQTT", ["-m", "mqtt.Subscriber", "-d", "T", "--ack", "client"], "--ack",
-     "STOMP setting"),
+     "only stomp"),
     ("QoS 3", ["-m", "mqtt.Publisher", "-d", "T", "--qos", "3"], "--qos", "0 to 2"),
 ]
 

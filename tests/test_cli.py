@@ -1,5 +1,5 @@
-from harness.config import GroupSpec
-from harness.roles import ROLES
+from harness.spec.group import GroupSpec
+from harness.spec.roles import ROLES
 
 
 def test_modules_lists_every_transport_role_pair(harness):

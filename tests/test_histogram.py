@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from harness.histogram import (
+from harness.stats.histogram import (
     HIGHEST_US,
     counts_view,
     decode,
@@ -76,7 +76,7 @@ def test_encode_decode_round_trip_and_percentiles():
 def test_values_at_equals_the_packages_get_value_at_percentile() -> None:
     import random
 
-    from harness.histogram import values_at
+    from harness.stats.histogram import values_at
 
     rng = random.Random(11)
     for _ in range(100):

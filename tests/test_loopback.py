@@ -3,9 +3,9 @@
 import threading
 
 import pytest
-
-from modules.base import Destination, Message, TransportError
-from modules.loopback import LoopbackTransport, reset_broker
+from harness.transports.base import TransportError
+from harness.transports.loopback import LoopbackTransport, reset_broker
+from harness.transports.message import Destination, Message
 
 Q = Destination("queue", "q")
 T = Destination("topic", "t")
@@ -100,7 +100,7 @@ def test_one_subscription_per_transport(connect):
 
 
 def test_a_full_destination_holds_the_sender_back_then_fails_it(connect, monkeypatch):
-    import modules.loopback as loopback
+    import harness.transports.loopback as loopback
     monkeypatch.setattr(loopback, "CAPACITY", 5)
     monkeypatch.setattr(loopback, "FULL_TIMEOUT_S", 0.2)
     sender, receiver = connect(), connect(Q)

@@ -14,11 +14,12 @@ import pytest
 from hdrh.log import HistogramLogReader
 from PIL import Image
 
-from harness.config import GroupSpec, RunSpec
-from harness.histogram import encode, new_histogram, percentiles
-from harness.merge import MergeError, merge, session
-from harness.output import SCHEMA_VERSION, RunWriter, write_json_atomic
-from harness.report import PALETTE
+from harness.merge.report import PALETTE
+from harness.merge.spark import MergeError, merge, session
+from harness.rundir.writer import SCHEMA_VERSION, RunWriter, write_json_atomic
+from harness.spec.group import GroupSpec
+from harness.spec.run import RunSpec
+from harness.stats.histogram import encode, new_histogram, percentiles
 
 INTERVAL = 1.0
 

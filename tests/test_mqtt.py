@@ -6,9 +6,9 @@ import subprocess
 import time
 
 import pytest
+from harness.transports.message import Destination, Message
+from harness.transports.mqtt import MqttTransport
 
-from modules.base import Destination, Message
-from modules.mqtt import MqttTransport
 from tests.conftest import unique
 
 

@@ -3,7 +3,7 @@
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from harness.histogram import decode
+from harness.stats.histogram import decode
 
 
 def test_hlog_reads_back_with_hdrhistogram_reader_identical_to_jsonl(harness):
@@ -56,7 +56,7 @@ def test_manifest_and_jsonl_describe_the_run(harness):
 
 
 def test_secrets_never_reach_the_manifest():
-    from harness.output import scrub
+    from harness.rundir.writer import scrub
     cleaned = scrub({"host": "h", "passcode": "s3cret", "nested": [{"password": "x"}],
                      "token": ""})
     assert cleaned == {"host": "h", "passcode": "***", "nested": [{"password": "***"}],

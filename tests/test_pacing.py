@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from harness.pacing import Schedule
+from harness.engine.pacing import Schedule
 
 NS = 1_000_000_000
 

@@ -1,6 +1,6 @@
 """Several processes: statistics merged exactly into the run's intervals and summary."""
 
-from harness.histogram import counts_view, decode, new_histogram
+from harness.stats.histogram import counts_view, decode, new_histogram
 
 
 def test_merged_histogram_equals_the_union_of_the_processes_histograms(harness):

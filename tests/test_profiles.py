@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from harness.config import GroupSpec, RunSpec
 from harness.errors import BadInput
-from harness.model import PAPER, fit, observations
-from harness.profile import ProfileError, load, parse_override
-from harness.search import Probe, capacity
-from harness.template import TemplateError, cycle, expand
+from harness.experiments.model import PAPER, fit, observations
+from harness.experiments.profile import ProfileError, load, parse_override
+from harness.experiments.search import Probe, capacity
+from harness.spec.group import GroupSpec
+from harness.spec.run import RunSpec
+from harness.spec.template import TemplateError, cycle, expand
 from tests.conftest import ROOT, unique
 
 BAD = sorted((ROOT / "tests" / "profiles" / "bad").glob("*.yaml"))

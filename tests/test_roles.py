@@ -1,6 +1,6 @@
 """Every role on the loopback transport, run through the CLI."""
 
-from harness.histogram import decode
+from harness.stats.histogram import decode
 
 
 def test_request_reply_round_trips_are_recorded(harness):

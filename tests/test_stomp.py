@@ -4,9 +4,9 @@ import shlex
 import time
 
 import pytest
+from harness.transports.message import Destination, Message
+from harness.transports.stomp import StompTransport
 
-from modules.base import Destination, Message
-from modules.stomp import StompTransport
 from tests.conftest import unique
 
 STOMP_BROKERS = ["activemq", "rabbitmq"]

@@ -12,11 +12,13 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from harness.config import GroupSpec, RunSpec, validate_run
-from harness.live import LiveFeed
-from harness.replay import ReplayFeed, load
-from harness.runner import Controller
-from harness.ui import COLUMNS, RunApp
+from harness.engine.runner import Controller
+from harness.rundir.reader import load
+from harness.screen.app import COLUMNS, RunApp
+from harness.screen.live import LiveFeed
+from harness.screen.replay import ReplayFeed
+from harness.spec.group import GroupSpec
+from harness.spec.run import RunSpec, validate_run
 from harness.units import format_us
 from tests.conftest import read_jsonl
 

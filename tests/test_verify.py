@@ -1,5 +1,5 @@
-from harness.recorder import Recorder
-from harness.verify import SequenceTracker
+from harness.stats.recorder import Recorder
+from harness.stats.verify import SequenceTracker
 
 WINDOW = 1_000
 

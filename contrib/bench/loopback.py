@@ -21,11 +21,10 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from harness.transports.loopback import LoopbackTransport, reset_broker
+from harness.transports.message import Destination, Message
 
-from modules.base import Destination, Message  # noqa: E402
-from modules.loopback import LoopbackTransport, reset_broker  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 INTERVAL = 0.1
 

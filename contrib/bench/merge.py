@@ -13,10 +13,10 @@ The target on the project's 2-core machine is at least 10,000 rows a second.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -24,14 +24,11 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import contextlib
-
-from harness.config import GroupSpec, RunSpec
-from harness.histogram import encode, new_histogram
-from harness.merge import merge, session
-from harness.output import SCHEMA_VERSION, write_json_atomic
+from harness.merge.spark import merge, session
+from harness.rundir.writer import SCHEMA_VERSION, write_json_atomic
+from harness.spec.group import GroupSpec
+from harness.spec.run import RunSpec
+from harness.stats.histogram import encode, new_histogram
 
 POOL = 64  # distinct histograms per tag, drawn at random: writing stays fast
 

@@ -32,7 +32,6 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 WARMUP = 1.0
 BODY = b"x" * 256
 STOMP = {"activemq": ["--port", "61613", "--flavour", "activemq"],
@@ -72,8 +71,8 @@ def stomp_connection(broker: str):
 
 
 def mqtt_payload() -> bytes:
-    from modules.base import Message
-    from modules.mqtt import encode
+    from harness.transports.message import Message
+    from harness.transports.mqtt import encode
     return encode(Message(BODY, "bench:publisher:0:0", 1, time.time_ns(), time.time_ns(), 1),
                   "", "")
 

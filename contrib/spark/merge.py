@@ -14,13 +14,9 @@ embedded local Spark.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-# Run from a checkout, the harness package sits two directories up.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-from harness.merge import MergeError, merge
+from harness.merge.spark import MergeError, merge
 
 
 def main() -> int:

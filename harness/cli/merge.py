@@ -1,0 +1,72 @@
+"""`harness merge` (many nodes, on Spark) and `harness report` (one run, without Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import app, console, err_console
+from harness.errors import BadInput
+
+
+@app.command("merge")
+def merge_command(
+    run_dirs: Annotated[list[str], typer.Argument(
+        help="Run directories of the nodes of one run (or of a sweep's runs with --sweep); "
+        "any path Spark reads: local, hdfs://, s3a://.", show_default=False)],
+    output: Annotated[str, typer.Option("-o", "--output", help="Output directory.")] =
+        "merged",
+    sweep: Annotated[bool, typer.Option(
+        "--sweep", help="The inputs are several runs (a sweep): merge each on its own.")] =
+        False,
+    master: Annotated[str, typer.Option(
+        "--master", help="Spark master; the default is an embedded Spark on every core.")] =
+        "local[*]",
+    skew_warn_ms: Annotated[float, typer.Option(
+        "--skew-warn-ms", help="Warn when a node's clock offset exceeds this.")] = 1.0,
+) -> None:
+    """Merge the interval files of many nodes exactly (histograms added) on Spark, and write
+    merged_intervals (parquet, CSV), summary.json, merged.hlog and report.html."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise BadInput("merge", "needs PySpark: pip install 'broker-harness[spark]'") from None
+    from harness.merge.spark import MergeError, merge, session
+
+    console.print(f"starting Spark ({master})", markup=False)
+    spark = session(master)
+    try:
+        merged = merge(spark, run_dirs, output, sweep, skew_warn_ms / 1000,
+                       lambda line: console.print(line, markup=False))
+    except MergeError as exc:
+        for problem in exc.problems:
+            err_console.print(f"harness: error: {problem}", markup=False)
+        raise typer.Exit(2) from None
+    finally:
+        spark.stop()
+    for warning in merged.warnings:
+        err_console.print(f"harness: warning: {warning}", markup=False, style="yellow")
+    console.print(f"wrote {output}/: merged_intervals.parquet, merged_intervals.csv, "
+                  "summary.json, merged.hlog, report.html", markup=False)
+
+
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.", show_default=False)],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="Where to write it (default: RUN_DIR/report.html).")] = None,
+) -> None:
+    """report.html for a single-node run, without Spark: the merge's report, offline."""
+    from harness.merge.build import from_run_dirs
+    from harness.merge.report import render
+
+    merged = from_run_dirs([run_dir])
+    target = output or run_dir / "report.html"
+    target.write_text(render(merged.report, f"harness report: {run_dir.name}"))
+    for warning in merged.warnings:
+        err_console.print(f"harness: warning: {warning}", markup=False, style="yellow")
+    console.print(f"wrote {target}", markup=False)
+
+

@@ -1,0 +1,24 @@
+"""`harness modules`: every transport x role, and what each transport can do."""
+
+from __future__ import annotations
+
+from harness.cli.app import app, console
+
+
+@app.command("modules")
+def list_modules() -> None:
+    """List every module (transport x role)."""
+    from harness.spec.roles import ROLES
+    from harness.transports import TRANSPORTS, transport_class
+
+    for transport_name in TRANSPORTS:
+        transport = transport_class(transport_name)
+        for role_name, role in ROLES.items():
+            if all(cap & transport.capabilities for cap in role.needs):
+                console.print(f"{transport_name}.{role_name:<11} {role.summary}", markup=False)
+        features = ", ".join(c.name.lower().replace("_", " ") for c in type(
+            transport.capabilities) if c in transport.capabilities)
+        console.print(f"  ({transport_name}: {transport.description}; {features})",
+                      markup=False, style="dim")
+
+

@@ -1,0 +1,81 @@
+"""`harness profiles`: list, show and check YAML profiles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli.app import app, console, err_console
+from harness.errors import BadInput
+
+profiles_app = typer.Typer(help="List, show and check YAML profiles.", no_args_is_help=True)
+app.add_typer(profiles_app, name="profiles")
+
+
+@profiles_app.command("list")
+def profiles_list(
+    directory: Annotated[Path | None, typer.Argument(
+        help="Where to look (default: the profiles shipped with harness).",
+        show_default=False)] = None,
+) -> None:
+    """Each profile with the first line of its header comment."""
+    from harness.experiments.profile import listing, shipped_dir
+
+    directory = directory or shipped_dir()
+    if not directory.is_dir():
+        raise BadInput("DIRECTORY", f"{directory} is not a directory")
+    for file, first in listing(directory):
+        console.print(f"{file.name:<28} {first}", markup=False)
+
+
+@profiles_app.command("show")
+def profiles_show(
+    profile: Annotated[Path, typer.Argument(
+        help="A profile file, or the name of a shipped one.", show_default=False)],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="FIELD=VALUE override "
+                                                    "(repeatable).")] = None,
+) -> None:
+    """The profile resolved: its header, and each run it makes with its groups."""
+    import yaml
+
+    from harness.experiments.profile import find_profile, load
+
+    loaded = load(find_profile(profile), set_ or [])
+    console.print(loaded.header, markup=False, style="dim")
+    what = f"capacity search over {loaded.search.field}" if loaded.search else "runs"
+    console.print(f"{loaded.name}: {len(loaded.points)} point(s), {what}", markup=False)
+    for point in loaded.points:
+        labels = ", ".join(f"{k}={v}" for k, v in point.labels.items()) or "the only point"
+        console.print(f"-- point {point.index + 1}: {labels}", markup=False, style="bold")
+        shown = {k: v for k, v in point.data.items() if k in ("groups", "run", "connections")}
+        console.print(yaml.safe_dump(shown, sort_keys=False).rstrip(), markup=False)
+
+
+@profiles_app.command("validate")
+def profiles_validate(
+    profiles: Annotated[list[Path], typer.Argument(
+        help="Profile files, or names of shipped ones.", show_default=False)],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="FIELD=VALUE override "
+                                                    "(repeatable).")] = None,
+) -> None:
+    """Check profiles without running them: every problem, with its path and line."""
+    from harness.experiments.profile import ProfileError, find_profile, load
+
+    failed = False
+    for path in profiles:
+        try:
+            loaded = load(find_profile(path), set_ or [])
+        except ProfileError as exc:
+            failed = True
+            for problem in exc.problems:
+                err_console.print(f"harness: error: {problem.render(exc.file)}", markup=False)
+            continue
+        console.print(f"{path}: ok, {len(loaded.points)} run(s)"
+                      + (f", search over {loaded.search.field}" if loaded.search else ""),
+                      markup=False)
+    if failed:
+        raise typer.Exit(2)
+
+

@@ -1,0 +1,169 @@
+"""`harness run`: worker groups from flags, or a profile. Its flags are made from the option
+table (harness.spec.options), so the command line, --group strings and profiles accept
+exactly the same options."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from harness.cli.app import app, console, err_console, on_terminal, warn
+from harness.errors import BadInput
+from harness.experiments.profile import find_profile
+from harness.spec.group import GroupSpec, group_spec
+from harness.spec.options import in_scope, parse_args, split, table
+from harness.spec.run import RunSpec, run_spec, validate_run
+from harness.transports.options import Option
+
+PANELS = {"group": "Worker group (also inside each --group)",
+          "connection": "Connection (per group, also inside each --group)",
+          "run": "Run"}
+
+
+def identifier(option: Option) -> str:
+    return option.key.replace("-", "_")
+
+
+def _parameter(option: Option) -> inspect.Parameter:
+    kind: Any = list[option.type] if option.multiple else option.type  # type: ignore[name-defined]
+    if option.default is None or option.multiple:
+        kind = kind | None
+    decls = [f"--{option.key}/--no-{option.key}"] if option.negative else list(option.flags)
+    takes = f" ({' and '.join(option.transports)} only)" if option.transports else ""
+    info = typer.Option(*decls, help=option.help + takes, rich_help_panel=PANELS[option.scope],
+                        show_default=option.default is not None and not option.multiple)
+    return inspect.Parameter(identifier(option), inspect.Parameter.KEYWORD_ONLY,
+                             default=None if option.multiple else option.default,
+                             annotation=Annotated[kind, info])
+
+
+def run(
+    profile: Annotated[Path | None, typer.Argument(
+        help="A YAML profile, by path or by the name of a shipped one (see `harness profiles "
+        "list`): runs its sweep or search. With a profile, change its fields with --set, not "
+        "with the other flags.", show_default=False)] = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="With a profile: FIELD=VALUE overrides a field, e.g. "
+        "groups.sender.thread-rate=500 or run.run-length=30 (repeatable).",
+        rich_help_panel=PANELS["run"])] = None,
+    group: Annotated[list[str] | None, typer.Option(
+        "-g", "--group", help="Another worker group, as a quoted string of the group flags, "
+        "e.g. \"-m loopback.Receiver -d Q1 -nt 2\" (repeatable).",
+        rich_help_panel=PANELS["run"])] = None,
+    ui: Annotated[bool | None, typer.Option(
+        "--ui/--no-ui", help="The live screen; default: on when stdout is a terminal.",
+        rich_help_panel=PANELS["run"])] = None,
+    **flags: Any,
+) -> None:
+    """Run worker groups against a broker and measure every message, or run a profile."""
+    given = {option.key: flags[identifier(option)] for option in table().values()
+             if flags[identifier(option)] is not None}
+    if ui is None:
+        ui = on_terminal()
+    if profile is not None:
+        for option in table().values():
+            if option.key in given and given[option.key] != option.default:
+                raise BadInput(option.flag, "with a profile, set this in the file or with "
+                               "--set (groups.<name>.<flag>=..., run.<flag>=...)")
+        raise typer.Exit(run_profile(find_profile(profile), set_ or [], ui))
+    if set_:
+        raise BadInput("--set", "overrides a profile's fields; give a profile file first")
+    groups = []
+    if given.get("module"):
+        groups.append(group_spec(given))
+    else:
+        for key, flag in (("destination", "-d"), ("group-name", "-gn")):
+            if given.get(key):
+                raise BadInput("-m", f"{flag} was given without a module")
+    groups += [group_option(text) for text in group or []]
+    spec = run_spec(given, groups)
+    validate_run(spec)
+    raise typer.Exit(execute(spec, ui).exit_code)
+
+
+# The flags of every option in the table follow the fixed parameters above.
+_fixed = inspect.signature(run, eval_str=True)
+_profile, *_run_only, _ = _fixed.parameters.values()
+run.__signature__ = _fixed.replace(parameters=[  # type: ignore[attr-defined]
+    _profile, *(_parameter(option) for option in table().values()),
+    *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in _run_only)])
+run.__annotations__ = {}
+app.command(no_args_is_help=False)(run)
+
+
+def group_option(text: str) -> GroupSpec:
+    """A --group value: group flags, parsed by the same option table."""
+    given = parse_args(split(text, "--group"), "--group")
+    run_keys = {o.key for o in in_scope("run")}
+    if any(key in run_keys for key in given):
+        raise BadInput("--group", f"{text!r}: run-wide options belong outside --group")
+    if not given.get("module"):
+        raise BadInput("--group", f"{text!r}: needs -m MODULE")
+    return group_spec(given)
+
+
+def execute(spec: RunSpec, ui: bool) -> Any:
+    """One run, with the screen or with interval lines, and its summary printed."""
+    from harness.engine.runner import Controller
+    from harness.screen.console import interval_lines, print_summary
+
+    metrics: dict[str, list[str]] = {}
+
+    def on_interval(view: Any) -> None:
+        for line in interval_lines(view, metrics):
+            console.print(line, markup=False)
+
+    controller = Controller(spec, on_interval, warn, isolate=ui)
+    metrics.update({g.name: controller.metrics[i] for i, g in enumerate(spec.groups)})
+    console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
+    for g in spec.groups:
+        pace = f"{g.per_thread_rate:g}/s per thread" if g.per_thread_rate else "unthrottled"
+        console.print(f"  {g.name}: {g.module} -d {g.destination} x{g.threads} threads"
+                      f" x{g.processes} processes, {g.size} B, {pace}", markup=False)
+    if ui:
+        result = _run_with_screen(controller)
+    else:
+        console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
+        result = controller.execute()
+    print_summary(console, result.summary, str(result.run_dir))
+    return result
+
+
+def run_profile(path: Path, overrides: list[str], ui: bool) -> int:
+    from harness.experiments.experiment import Experiment
+    from harness.experiments.profile import load
+
+    profile = load(path, overrides)
+    if profile.points[0].scenario is not None:
+        from harness.experiments.scenarios.experiment import run_profile as run_scenario
+        return run_scenario(profile, lambda spec: execute(spec, ui), console)
+    if len(profile.points) == 1 and profile.search is None:
+        return execute(profile.points[0].run, ui).exit_code
+    what = f"a search over {profile.search.field}" if profile.search else \
+        f"{len(profile.points)} runs"
+    console.print(f"profile {profile.name}: {what}", markup=False)
+    return Experiment(profile, lambda spec: execute(spec, ui), console).execute_all()
+
+
+def _run_with_screen(controller: Any) -> Any:
+    """The run under the live screen; the controller's log is printed again afterwards, so
+    that nothing shown only on the screen is lost when it closes."""
+    from harness.engine.runner import Signals
+    from harness.screen.app import RunApp
+    from harness.screen.live import LiveFeed
+
+    feed = LiveFeed(controller)
+    controller.prepare()  # a broker that cannot be reached fails here, before the screen
+    feed.start()
+    with Signals(controller.request_stop):
+        RunApp(feed).run()
+        if feed.thread.is_alive():
+            err_console.print("harness: the screen closed; stopping the run", markup=False)
+            controller.request_stop()
+        result = feed.outcome()
+    for message in feed.messages:
+        warn(message)
+    return result

@@ -1,0 +1,329 @@
+"""A cell: the worker groups that run inside one process, and the thread that folds their
+measurements into one set of histograms per interval.
+
+The controller (harness.runner) runs a single cell in its own process, or several cells in
+child processes (harness.processes); either way a cell reports through one callback, with
+plain dicts that pickle.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from harness.clock import EPOCH_OFFSET_NS, now_ns, to_monotonic
+from harness.engine.floor import FloorProbe
+from harness.engine.roles import WORKERS
+from harness.engine.worker import Control, Handoff, Worker, WorkerSetup
+from harness.errors import StartFailure
+from harness.spec.group import GroupSpec
+from harness.spec.roles import metrics_for
+from harness.spec.run import RunSpec
+from harness.stats.histogram import encode, fold_many, new_histogram
+from harness.stats.recorder import COUNTERS
+from harness.transports import transport_class
+
+# How long after an interval ends the cell waits for a busy worker's hand-off before
+# reporting the interval without it (its data then lands in the next interval).
+GRACE_S = 0.25
+DRAIN_IDLE_S = 0.5
+MIN_CPU_SPAN_S = 0.2
+# How long after the stop a thread may take to finish before the cell reports without it.
+STOP_GRACE_S = 10.0
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def message_body(group: GroupSpec) -> bytes:
+    if group.body_file:
+        with open(group.body_file, "rb") as f:
+            return f.read()
+    # Random rather than repeated bytes, so that a compressing broker or link sees realistic
+    # payloads; made once per group, so it costs nothing per message.
+    if group.body_type in ("text", "xml"):
+        letters = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+        text = os.urandom(group.size).translate(bytes(letters[i % len(letters)]
+                                                      for i in range(256)))
+        if group.body_type == "xml":  # a document that every cut of the body begins
+            head = b'<?xml version="1.0"?><document><items>'
+            text = (head + text)[:group.size]
+        return text
+    return os.urandom(group.size)
+
+
+@dataclass
+class CellPlan:
+    run: RunSpec
+    run_id: str
+    process_index: int
+    group_indexes: list[int]
+    exclusive: dict[int, bool] = field(default_factory=dict)
+    copy: int = 0  # which of its groups' --processes copies this process is
+
+
+class _Interval:
+    """What the cell has gathered for one interval, per group."""
+
+    def __init__(self, groups: list[int]) -> None:
+        self.values: dict[int, dict[str, list[Sequence[int]]]] = {g: {} for g in groups}
+        self.counters: dict[int, dict[str, int]] = {g: dict.fromkeys(COUNTERS, 0)
+                                                    for g in groups}
+
+    def add(self, group: int, values: dict[str, Sequence[int]],
+            counters: dict[str, int]) -> None:
+        chunks = self.values[group]
+        for metric, items in values.items():
+            if items:
+                chunks.setdefault(metric, []).append(items)
+        totals = self.counters[group]
+        for name, count in counters.items():
+            totals[name] += count
+
+
+class Cell:
+    def __init__(self, plan: CellPlan, emit: Emit) -> None:
+        self.plan = plan
+        self.emit = emit
+        self.run = plan.run
+        self.control = Control(0, int(self.run.interval * 1e9), int(DRAIN_IDLE_S * 1e9))
+        self.outbox: deque[Handoff] = deque()
+        self.streams: list[dict[str, Any]] = []
+        self.workers: list[Worker] = []
+        self.collector: threading.Thread | None = None
+        self.process = psutil.Process()
+        self.bodies: dict[int, bytes] = {}
+        self.rates: dict[int, float] = {}  # per-thread rates changed live, by group
+        self.thread_counts: dict[int, int] = {}
+        self.floor = FloorProbe()
+
+    def _new_worker(self, g: int) -> Worker:
+        run = self.run
+        group = run.groups[g]
+        thread = self.thread_counts.get(g, 0)
+        self.thread_counts[g] = thread + 1
+        copy = self.plan.copy
+        settings = group.settings(run.node, self.plan.process_index, thread, copy)
+        setup = WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
+                            self.outbox, transport_class(group.transport)(settings),
+                            self.bodies[g], self.plan.exclusive.get(g, False),
+                            int(run.reorder_window * 1e9), copy)
+        return WORKERS[group.role](setup)
+
+    # -- lifecycle, called by the controller
+    def prepare(self) -> None:
+        """Create, connect and subscribe every worker; raises StartFailure if one cannot."""
+        run = self.run
+        if run.switch_interval:
+            sys.setswitchinterval(run.switch_interval)
+        if any(run.groups[g].embedded for g in self.plan.group_indexes):
+            from harness.transports import loopback
+            broker = loopback.reset_broker(run.loopback_capacity, run.loopback_delay / 1000)
+            for action, destination, nth in run.faults:
+                broker.inject(action, destination, nth)
+        for g in self.plan.group_indexes:
+            self.bodies[g] = message_body(run.groups[g])
+            for _ in range(run.groups[g].threads):
+                self.workers.append(self._new_worker(g))
+        for worker in self.workers:
+            try:
+                worker.prepare()
+            except Exception as exc:
+                raise StartFailure(f"{worker.group.module} ({worker.group.name}): cannot start: "
+                                   f"{exc}") from exc
+
+    def start(self, start_epoch_ns: int) -> None:
+        start = to_monotonic(start_epoch_ns)
+        self.control.start_ns = start
+        if self.run.duration:
+            self.control.produce_until_ns = start + int(self.run.duration * 1e9)
+        for worker in self.workers:
+            worker.interval_index = 0
+            worker.next_boundary = start + self.control.interval_ns
+            if worker.schedule is not None:
+                worker.schedule.start = worker.start_time()
+        self._cpu_mark = (time.monotonic(), self._cpu_seconds())
+        self._cpu_last = 0.0
+        self.floor.start()
+        for worker in self.workers:
+            worker.start()
+        self.collector = threading.Thread(target=self._collect, name="collector", daemon=True)
+        self.collector.start()
+
+    def drain(self) -> None:
+        self.control.producing = False
+        self.control.draining = True
+
+    def stop(self) -> None:
+        self.control.producing = False
+        self.control.consuming = False
+
+    # -- live changes (the live screen's keys), called between start and stop
+    def pause(self, paused: bool) -> None:
+        self.control.paused = paused
+        for worker in self.workers:
+            worker.pending = True
+
+    def set_rate(self, g: int, rate: float) -> None:
+        self.rates[g] = rate
+        for worker in self.workers:
+            if worker.key[0] == g and worker.schedule is not None:
+                worker.new_rate = rate
+                worker.pending = True
+
+    def add_thread(self, g: int) -> None:
+        """Start one more worker in group g; it connects on a thread of its own, so that a
+        slow broker does not hold up the cell."""
+        worker = self._new_worker(g)
+        threading.Thread(target=self._start_worker, args=(worker,), daemon=True,
+                         name=f"add-{worker.name}").start()
+
+    def _start_worker(self, worker: Worker) -> None:
+        try:
+            worker.prepare()
+        except Exception as exc:
+            self.emit({"type": "log", "process": self.plan.process_index,
+                       "message": f"{worker.group.name}: the added thread cannot start: {exc}"})
+            return
+        control = self.control
+        now = now_ns()
+        index = max((now - control.start_ns) // control.interval_ns, 0)
+        worker.interval_index = index
+        worker.next_boundary = control.start_ns + (index + 1) * control.interval_ns
+        worker.done_through = index - 1
+        if worker.schedule is not None:
+            worker.schedule.retarget(now, self.rates.get(worker.key[0], worker.schedule.rate))
+        if not (control.producing or not worker.produces()) or not control.consuming:
+            worker.transport.close()
+            return
+        worker.pending = True  # so that it sees a pause in force
+        self.workers.append(worker)
+        worker.start()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self.collector is not None:
+            self.collector.join(timeout)
+            return not self.collector.is_alive()
+        return True
+
+    # -- the collector thread
+    def _collect(self) -> None:
+        control = self.control
+        groups = self.plan.group_indexes
+        pending: dict[int, _Interval] = {}
+        index = 0  # the earliest interval not yet reported
+        reported_failures: set[str] = set()
+        producers = [w for w in self.workers if w.produces()]
+        producers_done = not producers
+        stop_seen: int | None = None
+        while True:
+            boundary = control.start_ns + (index + 1) * control.interval_ns
+            time.sleep(0.02)
+            finished = all(w.finished for w in self.workers)
+            self._take_handoffs(pending, index, groups)
+            now = now_ns()
+            if not control.consuming and stop_seen is None:
+                stop_seen = now
+            if not finished and stop_seen is not None and \
+                    now - stop_seen >= STOP_GRACE_S * 1e9:
+                # A thread blocked inside a client library (a broker's flow control holding
+                # a send forever) must not hang the run: report what the others measured.
+                stuck = [w.name for w in self.workers if not w.finished]
+                self.emit({"type": "log", "process": self.plan.process_index,
+                           "message": f"{len(stuck)} thread(s) did not stop within "
+                                      f"{STOP_GRACE_S:g} s, blocked in the client library "
+                                      f"(e.g. by broker flow control): {', '.join(stuck[:5])}; "
+                                      "their last interval is not counted"})
+                finished = True
+            if finished:
+                last = max([index, *pending])
+                while index < last:
+                    self._report(index, pending.pop(index, None) or _Interval(groups), None)
+                    index += 1
+                self._report(index, pending.pop(index, None) or _Interval(groups), now)
+                break
+            complete = all(w.done_through >= index for w in self.workers)
+            if now >= boundary and (complete or now >= boundary + GRACE_S * 1e9):
+                self._report(index, pending.pop(index, None) or _Interval(groups), None)
+                index += 1
+            if not producers_done and all(w.finished for w in producers):
+                # Tell the controller now, not at the next interval, so a run that ends by
+                # message count does not wait out the interval.
+                producers_done = True
+                self.emit({"type": "status", "process": self.plan.process_index,
+                           "producing": 0})
+            failures = [w.failure for w in self.workers if w.failure]
+            for failure in failures:
+                if failure not in reported_failures:
+                    reported_failures.add(failure)
+                    self.emit({"type": "log", "process": self.plan.process_index,
+                               "message": failure})
+        self.emit({"type": "done", "process": self.plan.process_index})
+
+    def _take_handoffs(self, pending: dict[int, _Interval], index: int,
+                       groups: list[int]) -> None:
+        outbox = self.outbox
+        while outbox:
+            (group, thread), interval, sample = outbox.popleft()
+            if sample.streams is not None:
+                self.streams.append({"group": group, "thread": thread,
+                                     "process": self.plan.process_index,
+                                     "positions": sample.streams})
+            # A hand-off for an interval already reported goes to the earliest open one.
+            interval = max(interval, index)
+            slot = pending.get(interval)
+            if slot is None:
+                slot = pending[interval] = _Interval(groups)
+            slot.add(group, sample.values, sample.counters)
+
+    def _cpu_seconds(self) -> float:
+        times = self.process.cpu_times()
+        return times.user + times.system
+
+    def _cpu(self) -> float:
+        """This process's CPU% (of one core) since the last report. CPU time advances in
+        clock ticks (10 ms), so over a short span (the last, partial interval) one tick
+        would read as hundreds of percent: below MIN_CPU_SPAN_S the last value stands."""
+        now, used = time.monotonic(), self._cpu_seconds()
+        wall, before = self._cpu_mark
+        if now - wall >= MIN_CPU_SPAN_S:
+            self._cpu_last = 100.0 * (used - before) / (now - wall)
+            self._cpu_mark = (now, used)
+        return self._cpu_last
+
+    def _report(self, index: int, data: _Interval, end_ns: int | None) -> None:
+        control = self.control
+        start = control.start_ns + index * control.interval_ns
+        length_ns = control.interval_ns if end_ns is None else \
+            min(max(end_ns - start, 0), control.interval_ns)
+        report: dict[str, Any] = {
+            "type": "interval", "process": self.plan.process_index, "pid": os.getpid(),
+            "index": index, "start_ns": start + EPOCH_OFFSET_NS,
+            "length_s": length_ns / 1e9, "final": end_ns is not None,
+            "cpu": self._cpu(), "groups": {},
+        }
+        if end_ns is not None:
+            report["streams"] = self.streams
+            report["floor"] = self.floor.stop()
+        for g in self.plan.group_indexes:
+            group = self.run.groups[g]
+            histograms: dict[str, str] = {}
+            clamped = 0
+            for metric in metrics_for(group):
+                histogram = new_histogram()
+                clamped += fold_many(histogram, data.values[g].get(metric, ()))
+                histograms[metric] = encode(histogram)
+            workers = [w for w in self.workers if w.key[0] == g]
+            report["groups"][g] = {
+                "counters": data.counters[g], "histograms": histograms, "clamped": clamped,
+                "threads_up": sum(w.up for w in workers), "threads": len(workers),
+                "producing": sum(1 for w in workers if w.produces() and not w.finished),
+            }
+        self.emit(report)

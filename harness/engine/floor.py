@@ -1,0 +1,54 @@
+"""The harness's own floor: the latency of a hand-off between two threads of a measuring
+process, taken all through the run under that process's real load.
+
+A message's latency includes the moment its receiving thread waits for the interpreter lock
+and the scheduler; under a busy process that wait alone can be milliseconds. Two idle probe
+threads hand a timestamp over through the same Inbox the transports use, a hundred times a
+second, and record how long it took: a latency below this floor cannot be told from the
+harness's own delay. The probe costs two wake-ups every 10 ms.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+
+from harness.clock import now_ns
+from harness.stats.histogram import encode, fold, new_histogram
+from harness.transports.inbox import Inbox
+
+PERIOD_S = 0.01
+
+
+class FloorProbe:
+    def __init__(self) -> None:
+        self.inbox: Inbox[int] = Inbox()
+        self.values = array("q")
+        self.running = True
+        self.threads = [threading.Thread(target=self._send, name="floor-send", daemon=True),
+                        threading.Thread(target=self._receive, name="floor-receive",
+                                         daemon=True)]
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def _send(self) -> None:
+        while self.running:
+            time.sleep(PERIOD_S)
+            self.inbox.put(now_ns())
+
+    def _receive(self) -> None:
+        values, get = self.values, self.inbox.get
+        while self.running:
+            sent = get(0.1)
+            if sent is not None:
+                values.append((now_ns() - sent) // 1000)
+
+    def stop(self) -> str:
+        """Stop, and the hand-off times in microseconds as an encoded histogram."""
+        self.running = False
+        histogram = new_histogram()
+        fold(histogram, self.values)
+        return encode(histogram)

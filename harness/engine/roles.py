@@ -1,0 +1,353 @@
+"""The six roles, written once for every transport.
+
+Producers (Sender, Publisher, Requestor) follow a schedule of intended send times when a rate
+is set and measure from the intended time; consumers (Receiver, Subscriber, Responder) measure
+from the timestamps the message carries. Metrics per role, all in microseconds:
+
+- latency: completion measured from the intended send time (coordinated-omission safe);
+  for consumers, receipt minus the producer's intended time; for Requestor, the round trip.
+- service: the same measured from the actual send.
+- delay: actual send minus intended send (paced producers only).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import zlib
+
+from harness.clock import EPOCH_OFFSET_NS, now_ns
+from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
+from harness.transports.base import TransportError
+from harness.transports.message import Destination, Message
+
+
+class _Producer(Worker):
+    def work(self) -> None:
+        group = self.group
+        rec, schedule = self.rec, self.schedule
+        send, destination = self.transport.send, self.destination
+        body, size, crc = self.body, len(self.body), self.body_crc
+        producer, persistent, correlation = self.producer_id, group.persistent, \
+            self.correlation
+        property_sets = self.property_sets
+        properties, turns = property_sets[0], len(property_sets)
+        deck, cards = self.deck, len(self.deck)
+        limit = group.messages or -1
+        transacted, commit_count = group.transacted, group.commit_count
+        offset = EPOCH_OFFSET_NS
+        seq = 0
+        try:
+            while seq != limit:
+                due = self.pace()  # None once the producers are told to stop
+                if due is None:
+                    break
+                intended, now = due
+                if turns > 1:
+                    properties = property_sets[seq % turns]
+                if cards:
+                    body, crc = deck[seq % cards]
+                    size = len(body)
+                message = Message(body, producer, seq, intended + offset, now + offset, crc,
+                                  properties, correlation, None, persistent)
+                try:
+                    send(destination, message)
+                except TransportError:
+                    rec.errors += 1
+                    self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                    continue
+                done = now_ns()
+                rec.service.append((done - now) // 1000)
+                if schedule is not None:
+                    rec.delay.append((now - intended) // 1000)
+                rec.sent += 1
+                rec.bytes += size
+                seq += 1
+                if transacted and seq % commit_count == 0:
+                    self.commit()
+            if transacted and seq % commit_count:
+                self.commit()
+        finally:
+            self.stream_position = seq
+
+
+class Sender(_Producer):
+    """Sends to a queue."""
+
+
+class Publisher(_Producer):
+    """Publishes to a topic."""
+
+
+class _Consumer(Worker):
+    """Measures every message it receives. Where the transport has a network thread of its
+    own, messages are measured on that thread as they arrive (push) and this thread only
+    watches the flags and the interval clock; otherwise this thread receives them (pull)."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.count = 0
+        self.last = now_ns()
+        self.done = False
+        self.lock = threading.Lock()
+        self.transport.subscribe(self.destination)
+
+    def _pushed(self, message: Message) -> None:
+        """On the transport's thread; the lock keeps interval hand-offs whole."""
+        with self.lock:
+            if not self.done:
+                try:
+                    self.consume(message, now_ns())
+                except Exception as exc:  # never let a failure vanish into a client library
+                    self.failure = self.failure or f"{type(exc).__name__}: {exc}"
+                    self.rec.errors += 1
+
+    def work(self) -> None:
+        control, rec = self.control, self.rec
+        receive, consume, lock = self.transport.receive, self.consume, self.lock
+        # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
+        if not self.group.transacted and self.push_safe():
+            with lock:  # what arrived before the start is measured first, in order
+                if self.transport.deliver(self._pushed):
+                    while (message := receive(0)) is not None:
+                        consume(message, now_ns())
+        while control.consuming and not self.done:
+            try:
+                # Pushed: returns None after POLL_S, and reconnects a lost connection.
+                message = receive(POLL_S)
+            except TransportError:
+                rec.errors += 1  # the transport reconnects; the outage is counted there
+                message = None
+            now = now_ns()
+            if message is not None:
+                consume(message, now)
+                continue
+            with lock:
+                if now >= self.next_boundary:
+                    self.flush(now)
+            if control.draining and now - self.last >= control.drain_idle_ns:
+                break
+        with lock:
+            self.done = True
+        self.transport.deliver(None)
+        if self.group.transacted and self.count % self.group.commit_count:
+            self.commit()
+
+    def consume(self, message: Message, now: int) -> None:
+        rec = self.rec
+        if now >= self.next_boundary:
+            self.flush(now)
+        self.last = now
+        rec.received += 1
+        rec.bytes += len(message.body)
+        if message.seq >= 0:
+            arrived = now + EPOCH_OFFSET_NS
+            rec.latency.append((arrived - message.ts) // 1000)
+            rec.service.append((arrived - message.sent) // 1000)
+            if self.tracker is not None:
+                self.tracker.check(message.producer, message.seq, now)
+            crc_every = self.crc_every
+            if crc_every and message.seq % crc_every == 0 and message.crc is not None \
+                    and zlib.crc32(message.body) != message.crc:
+                rec.corrupt += 1
+        else:
+            rec.foreign += 1  # not from a harness producer: no timestamps, no sequence
+        self.handle(message)
+        try:
+            self.transport.ack(message)
+        except TransportError:
+            rec.errors += 1  # unacknowledged: the broker redelivers, seen as a duplicate
+        self.count += 1
+        group = self.group
+        if group.transacted and self.count % group.commit_count == 0:
+            self.commit()
+        if self.count == group.messages:
+            self.done = True
+
+    def handle(self, message: Message) -> None:
+        """What the role does with a message after it is measured."""
+
+    def push_safe(self) -> bool:
+        """Whether handle() may run on the client library's network thread: not if it waits
+        for the broker, whose answer would arrive on that same, then blocked, thread."""
+        return True
+
+
+class Receiver(_Consumer):
+    """Receives from a queue."""
+
+
+class Subscriber(_Consumer):
+    """Subscribes to a topic."""
+
+
+class Responder(_Consumer):
+    """Receives requests from a queue and replies to each request's reply-to destination."""
+
+    def push_safe(self) -> bool:
+        return not self.group.persistent  # a persistent reply waits for the broker's receipt
+
+    def handle(self, message: Message) -> None:
+        rec = self.rec
+        if message.reply_to is None:
+            rec.errors += 1
+            return
+        reply = Message(message.body, message.producer, message.seq, message.ts, message.sent,
+                        message.crc, None, message.correlation_id, None, self.group.persistent)
+        try:
+            self.transport.send(message.reply_to, reply)
+        except TransportError:
+            rec.errors += 1
+            return
+        rec.sent += 1
+
+
+class Handler(_Consumer):
+    """A scenario's event handler: consumes one destination and, for each message, sends
+    what its plan says (the interaction's next steps) to destinations named from the routing
+    fields the message carries in its correlation id ("sm=3,dc=1")."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.location = self.group.thread_number(self.setup.copy, self.setup.thread_index)
+        self.sequences: dict[str, int] = {}
+        self.seen_calls: set[str] = set()
+        rng = random.Random(hash(self.producer_id))
+        self.random = rng
+        self.bodies = {}
+        for action in self.group.plan or ():
+            for size, _ in action["sizes"]:
+                if size not in self.bodies:
+                    self.bodies[size] = _text_body(action["type"], size, rng)
+
+    def push_safe(self) -> bool:
+        # A persistent send waits for the broker's receipt, which arrives on the network thread.
+        return not any(a["persistent"] for a in self.group.plan or ())
+
+    def handle(self, message: Message) -> None:
+        routing = dict(field.split("=", 1) for field in (message.correlation_id or "").split(",")
+                       if "=" in field)
+        routing["self"] = str(self.location)
+        routing["msg"] = f"{message.producer}:{message.seq}"
+        rec = self.rec
+        for action in self.group.plan or ():
+            once = action.get("once_per")
+            if once:
+                key = routing.get(once, "")
+                if key in self.seen_calls:
+                    continue
+                self.seen_calls.add(key)
+            fan = int(routing.get(action["fanout"], 1)) if action.get("fanout") else 1
+            for copy in range(fan):
+                fields = {**routing, "copy": str(copy + 1), **{
+                    k: v.format(**routing, copy=copy + 1) for k, v in
+                    action.get("set", {}).items()}}
+                name = action["to"].format(**fields)
+                destination = Destination(action["kind"], name)
+                sizes = action["sizes"]
+                size = sizes[0][0] if len(sizes) == 1 else \
+                    self.random.choices([z for z, _ in sizes], [w for _, w in sizes])[0]
+                producer = f"{self.producer_id}>{name}"
+                seq = self.sequences.get(name, 0)
+                self.sequences[name] = seq + 1
+                now = now_ns() + EPOCH_OFFSET_NS
+                keep = action.get("carry", ())
+                correlation = ",".join(f"{k}={fields[k]}" for k in keep if k in fields)
+                reply = Message(self.bodies[size], producer, seq, message.ts, now, None, None,
+                                correlation, None, action["persistent"])
+                try:
+                    self.transport.send(destination, reply)
+                except TransportError:
+                    rec.errors += 1
+                    continue
+                rec.sent += 1
+                rec.bytes += size
+
+
+class TopicHandler(Handler):
+    """A scenario's event handler subscribed to a topic."""
+
+
+def _text_body(kind: str, size: int, rng: random.Random) -> bytes:
+    """A printable body of the given size, an XML document for the supplier messages."""
+    head, tail = f"<{kind}><items>".encode(), f"</items></{kind}>".encode()
+    filler = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz0123456789")
+                   for _ in range(max(size - len(head) - len(tail), 0)))
+    return (head + filler + tail)[:size] if size >= len(head) + len(tail) else filler[:size]
+
+
+class Requestor(Worker):
+    """Sends a request with reply-to and correlation id, and waits for its reply in the same
+    thread: latency is the round trip."""
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.reply_to = self.transport.temporary_queue()
+        self.transport.subscribe(self.reply_to)
+
+    def work(self) -> None:
+        group = self.group
+        control, rec, schedule = self.control, self.rec, self.schedule
+        transport = self.transport
+        send, receive, destination = transport.send, transport.receive, self.destination
+        body, size, crc = self.body, len(self.body), self.body_crc
+        producer, persistent = self.producer_id, group.persistent
+        property_sets = self.property_sets
+        properties, turns = property_sets[0], len(property_sets)
+        reply_to = self.reply_to
+        timeout_ns = int(group.reply_timeout * 1e9)
+        limit = group.messages or -1
+        offset = EPOCH_OFFSET_NS
+        seq = 0
+        while seq != limit:
+            due = self.pace()  # None once the producers are told to stop
+            if due is None:
+                break
+            intended, now = due
+            if turns > 1:
+                properties = property_sets[seq % turns]
+            message = Message(body, producer, seq, intended + offset, now + offset, crc,
+                              properties, f"{producer}:{seq}", reply_to, persistent)
+            try:
+                send(destination, message)
+                if group.transacted:
+                    # The request must be visible before its reply can come back.
+                    self.commit()
+            except TransportError:
+                rec.errors += 1
+                self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                continue
+            rec.sent += 1
+            rec.bytes += size
+            deadline = now + timeout_ns
+            while True:
+                try:
+                    reply = receive(POLL_S)
+                except TransportError:
+                    rec.errors += 1
+                    reply = None
+                done = now_ns()
+                if done >= self.next_boundary:
+                    self.flush(done)
+                if reply is not None:
+                    if reply.seq == seq and reply.producer == producer:
+                        rec.latency.append((done - intended) // 1000)
+                        rec.service.append((done - now) // 1000)
+                        if schedule is not None:
+                            rec.delay.append((now - intended) // 1000)
+                        rec.received += 1
+                        break
+                    continue  # a late reply to a request that already timed out
+                if done >= deadline or not control.consuming:
+                    rec.timeouts += 1
+                    rec.errors += 1
+                    break
+            seq += 1
+
+
+# The thread class that plays each role of harness.spec.roles.ROLES.
+WORKERS: dict[str, type[Worker]] = {
+    "Sender": Sender, "Receiver": Receiver, "Publisher": Publisher, "Subscriber": Subscriber,
+    "Requestor": Requestor, "Responder": Responder, "Handler": Handler,
+    "TopicHandler": TopicHandler,
+}

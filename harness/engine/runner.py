@@ -1,0 +1,437 @@
+"""The controller: lays a run out into cells (processes), starts them on a common clock,
+merges their interval reports, writes the run directory, and stops everything gracefully.
+
+Stop sequence: producers stop (run length reached, every producer done with -mg, or the first
+Ctrl-C / SIGTERM); consumers drain until idle or until --drain seconds pass; the last partial
+interval is written and the summary printed. A second Ctrl-C stops at once: what was written
+stays complete and parseable.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness.clock import epoch_ns
+from harness.engine.cell import CellPlan
+from harness.engine.processes import ChildCell, LocalCell
+from harness.errors import StartFailure
+from harness.rundir.writer import (
+    SCHEMA_VERSION,
+    RunWriter,
+    host_facts,
+    make_run_dir,
+    record_base,
+    scrub,
+    write_json_atomic,
+)
+from harness.spec.roles import ROLES, metrics_for
+from harness.spec.run import RunSpec
+from harness.stats.histogram import decode, new_histogram, percentiles
+from harness.stats.intervals import IntervalView, RunStats
+
+START_MARGIN_S = 0.3
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    summary: dict[str, Any]
+    exit_code: int
+    stopped_by: str
+
+
+def floor_summary(floors: dict[int, str]) -> dict[str, Any]:
+    """The harness's floor (harness.floor) over all processes, and per process."""
+    merged = new_histogram()
+    per_process = {}
+    for process, encoded in sorted(floors.items()):
+        histogram = decode(encoded)
+        per_process[str(process)] = percentiles(histogram)
+        if histogram.get_total_count():
+            merged.add(histogram)
+    return {"what": "thread hand-off latency in each measuring process under the run's "
+                    "load, us: latencies below this are the harness's own",
+            "samples": merged.get_total_count(), **percentiles(merged),
+            "processes": per_process}
+
+
+def plan_cells(run: RunSpec, run_id: str) -> list[CellPlan]:
+    """Which groups run in which process.
+
+    Loopback groups share the embedded broker, so they run together, P copies for
+    --processes P. Every other group runs in processes of its own, so that unthrottled
+    producers never steal the interpreter lock from the threads timestamping receipts.
+    """
+    plans: list[CellPlan] = []
+    embedded = [i for i, g in enumerate(run.groups) if g.embedded]
+    if embedded:
+        for copy in range(run.groups[embedded[0]].processes):
+            plans.append(CellPlan(run, run_id, len(plans), embedded, copy=copy))
+    for i, group in enumerate(run.groups):
+        if not group.embedded:
+            for copy in range(group.processes):
+                plans.append(CellPlan(run, run_id, len(plans), [i], copy=copy))
+    for plan in plans:
+        plan.exclusive = _exclusive_consumers(run, plan)
+    return plans
+
+
+def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
+    """Which consumer groups see whole producer streams, so that sequence checks apply."""
+    queue_consumers: dict[tuple[str, str], int] = {}
+    for i, group in enumerate(run.groups):
+        role = ROLES[group.role]
+        if role.consumes and not role.produces and role.kind == "queue":
+            # The embedded broker is per process: count only this cell's consumers there.
+            if group.embedded and i not in plan.group_indexes:
+                continue
+            copies = 1 if group.embedded else group.processes
+            key = (group.transport, group.destination or "")
+            queue_consumers[key] = queue_consumers.get(key, 0) + group.threads * copies
+    exclusive = {}
+    for i in plan.group_indexes:
+        group = run.groups[i]
+        role = ROLES[group.role]
+        if not role.consumes or role.produces:
+            continue
+        if group.selector or group.destination_max is not None:
+            # A filter sees part of each stream; with numbered destinations, threads of one
+            # group may share one: gaps are not loss.
+            exclusive[i] = False
+        elif role.kind == "topic":
+            exclusive[i] = True
+        else:
+            exclusive[i] = queue_consumers.get((group.transport, group.destination or "")) == 1
+    return exclusive
+
+
+class Signals:
+    """Ctrl-C and SIGTERM call on_signal: the first asks for a graceful stop, the second for
+    an immediate one. Only the main thread may install handlers."""
+
+    def __init__(self, on_signal: Callable[[], None]) -> None:
+        self.on_signal = on_signal
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.on_signal()
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+class Controller:
+    def __init__(self, run: RunSpec, on_interval: Callable[[IntervalView], None],
+                 on_log: Callable[[str], None], isolate: bool = False) -> None:
+        """isolate: run even a single cell in a child process, so that whatever else this
+        process does (the live screen) never takes the interpreter lock from the workers."""
+        self.run = run
+        self.on_interval = on_interval
+        self.on_log = on_log
+        self.run_id = run.run_id or uuid.uuid4().hex[:12]
+        self.started = time.time()
+        self.run_dir = make_run_dir(run.output, run.name, self.started)
+        self.plans = plan_cells(run, self.run_id)
+        self.reports: queue.Queue[dict[str, Any]] = queue.Queue()
+        cell_type = LocalCell if len(self.plans) == 1 and not isolate else ChildCell
+        self.cells = [cell_type(plan, self.reports) for plan in self.plans]
+        self.stop_requests = 0
+        self.start_s: float | None = None
+        self.stop_at: float | None = None
+        self.paused = False
+        self.rates = [g.per_thread_rate for g in run.groups]
+        self.added = [0] * len(run.groups)
+        self.commands: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
+        self.events: list[dict[str, Any]] = []
+        self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+        self.stats = RunStats(run, self.metrics)
+        self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
+        self.manifest: dict[str, Any] = {
+            "schema": SCHEMA_VERSION, "run_id": self.run_id, "name": run.name,
+            "node": run.node, "host": host_facts(), "options": scrub(run.to_dict()),
+            "layout": [{"process": p.process_index,
+                        "groups": [run.groups[g].name for g in p.group_indexes]}
+                       for p in self.plans],
+            "created": self.started, "status": "starting",
+        }
+        write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+
+    # -- helpers
+    def _broadcast(self, command: str) -> None:
+        for cell in self.cells:
+            getattr(cell, command)()
+
+    def _broker_cpu(self) -> float | None:
+        if self.broker is None:
+            return None
+        try:
+            return self.broker.cpu_percent(None)
+        except psutil.Error:
+            return None
+
+    def _phase(self, start: float, stop_at: float | None) -> str:
+        if start < self.start_s + self.run.warmup - 1e-9:
+            return "warmup"
+        if stop_at is not None and start >= stop_at - 1e-9:
+            return "drain"
+        return "measure"
+
+    def _write(self, writer: RunWriter, report: dict[str, Any], phase: str,
+               start: float) -> None:
+        base = record_base(self.run_id, self.run.node, report["process"], report["index"],
+                           start, report["length_s"], phase)
+        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report["pid"],
+                                          "cpu": report["cpu"]}]
+        hlog = []
+        for g, part in report["groups"].items():
+            name = self.run.groups[g].name
+            records.append({"type": "counters", **base, "group": name, **part["counters"],
+                            "threads": part["threads"], "threads_up": part["threads_up"],
+                            "clamped": part["clamped"]})
+            for metric, encoded in part["histograms"].items():
+                histogram = decode(encoded)
+                count = histogram.get_total_count()
+                records.append({"type": "histogram", **base, "group": name,
+                                "tag": f"{name}.{metric}", "count": count,
+                                "max": histogram.get_max_value() if count else 0,
+                                "hist": encoded})
+                hlog.append((f"{name}.{metric}", start, report["length_s"],
+                             histogram.get_max_value() if count else 0, encoded))
+        writer.write_interval(records, hlog)
+
+    # -- requests from outside the run loop (signals, the live screen); thread-safe
+    def request_stop(self) -> None:
+        """The first request stops gracefully, the second at once."""
+        self.stop_requests += 1
+
+    def toggle_pause(self) -> str:
+        if self.stop_at is not None or self.start_s is None:
+            return "p: the producers are not running"
+        self.paused = not self.paused
+        self.commands.put(("pause", (self.paused,)))
+        return "producers paused (p resumes)" if self.paused else \
+            "producers resumed; schedules restart from now"
+
+    def change_rate(self, g: int, factor: float) -> str:
+        group = self.run.groups[g]
+        if self.stop_at is not None or self.start_s is None:
+            return "+/-: the producers are not running"
+        if not ROLES[group.role].produces:
+            return f"+/-: {group.name} is a {group.role}; its rate is what arrives"
+        if not self.rates[g]:
+            return f"+/-: {group.name} runs unthrottled (no -rt or --rate): there is no " \
+                   "rate to change"
+        self.rates[g] *= factor
+        self.commands.put(("set_rate", (g, self.rates[g])))
+        threads = group.threads * group.processes + self.added[g]
+        return f"{group.name}: rate {self.rates[g]:,.1f}/s per thread, " \
+               f"{self.rates[g] * threads:,.1f}/s for the group"
+
+    def add_thread(self, g: int) -> str:
+        group = self.run.groups[g]
+        if self.stop_at is not None or self.start_s is None:
+            return "t: the run is not in progress"
+        if group.role == "Subscriber":
+            return f"t: a subscriber that joins late misses what was published before, so " \
+                   f"the delivery check would count loss; start {group.name} with more -nt"
+        if any(plan.exclusive.get(g) for plan in self.plans):
+            return f"t: {group.name} is the only receiver on {group.destination} and checks " \
+                   "each producer's sequence, which a second receiver would break; start it " \
+                   "with -nt 2 or more to add receivers live"
+        self.commands.put(("add_thread", (g,)))
+        self.added[g] += 1
+        return f"{group.name}: thread added ({group.threads * group.processes + self.added[g]}" \
+               " in all)"
+
+    def _apply_commands(self, writer: RunWriter) -> None:
+        while True:
+            try:
+                name, args = self.commands.get_nowait()
+            except queue.Empty:
+                return
+            if name == "add_thread":
+                holders = [c for c in self.cells if args[0] in c.plan.group_indexes]
+                targets = [holders[(self.added[args[0]] - 1) % len(holders)]]
+            else:
+                targets = self.cells
+            for cell in targets:
+                cell.command(name, *args)
+            event: dict[str, Any] = {"time": time.time() - (self.start_s or 0), "action": name}
+            if name == "pause":
+                event["paused"] = args[0]
+            else:
+                event["group"] = self.run.groups[args[0]].name
+                if name == "set_rate":
+                    event["rate_per_thread"] = args[1]
+            self.events.append(event)
+            writer.write_interval([{"type": "event", "v": SCHEMA_VERSION, "run": self.run_id,
+                                    "node": self.run.node, **event}], [])
+
+    # -- the run
+    def execute(self) -> RunResult:
+        """prepare() then measure(), with Ctrl-C and SIGTERM asking for the stop."""
+        self.prepare()
+        with Signals(self.request_stop):
+            return self.measure()
+
+    def prepare(self) -> None:
+        """Start every cell and connect every worker; raises StartFailure if one cannot."""
+        try:
+            for cell in self.cells:
+                cell.launch()
+            for cell in self.cells:
+                cell.prepare()
+        except StartFailure:
+            for cell in self.cells:
+                cell.kill()
+            self.manifest["status"] = "failed to start"
+            write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+            raise
+
+    def measure(self) -> RunResult:
+        """Run the prepared cells to the end and write the run directory."""
+        run = self.run
+        start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
+        self.start_s = start_ns / 1e9
+        writer = RunWriter(self.run_dir, self.run_id, run.node, self.start_s)
+        self.manifest.update(status="running", start=self.start_s,
+                             warmup_end=self.start_s + run.warmup,
+                             clock={"source": "monotonic_ns + epoch offset taken at start",
+                                    "reference_node": run.node, "offset_estimate_s": 0.0})
+        write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+        self._broker_cpu()
+        for cell in self.cells:
+            cell.start(start_ns)
+
+        interval = run.interval
+        has_producers = any(ROLES[g.role].produces for g in run.groups)
+        pending: dict[int, dict[int, dict[str, Any]]] = {}
+        finals: dict[int, int] = {}  # process -> index of its final interval
+        live = {p.process_index for p in self.plans}
+        producing: dict[int, int] = {}
+        next_index = 0
+        stopped_by = "running"
+        drain_sent = stop_sent = False
+        exit_code = 0
+        done: set[int] = set()
+        streams: list[dict[str, Any]] = []
+        floors: dict[int, str] = {}
+        while len(done) < len(self.cells):
+            now = time.time()
+            if self.stop_requests >= 2:
+                stopped_by = "second interrupt"
+                exit_code = 130
+                for cell in self.cells:
+                    cell.stop()
+                    cell.kill()
+                break
+            if self.stop_at is None:
+                self._apply_commands(writer)
+                if self.stop_requests == 1:
+                    self.stop_at, stopped_by = now, "interrupt"
+                elif run.duration and now >= self.start_s + run.duration:
+                    self.stop_at, stopped_by = self.start_s + run.duration, "run length"
+                elif has_producers and producing and len(producing) == len(live) and \
+                        sum(producing.values()) == 0:
+                    self.stop_at, stopped_by = now, "message count"
+                if self.stop_at is not None:
+                    self.manifest["producers_stopped"] = self.stop_at
+                    self._broadcast("drain")
+                    drain_sent = True
+            if drain_sent and not stop_sent and now >= (self.stop_at or now) + run.drain:
+                self._broadcast("stop")
+                stop_sent = True
+            try:
+                report = self.reports.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            kind = report["type"]
+            process = report.get("process", -1)
+            if kind == "status":
+                producing[process] = report["producing"]
+            elif kind == "log":
+                self.on_log(f"process {process}: {report['message']}")
+            elif kind == "done":
+                done.add(process)
+                if "lost" in report:
+                    self.on_log(report["lost"])
+                    exit_code = exit_code or 1
+                live.discard(process)
+                finals.setdefault(process, -1)
+            elif kind == "interval":
+                index = report["index"]
+                start = self.start_s + index * interval
+                phase = self._phase(start, self.stop_at)
+                self._write(writer, report, phase, start)
+                pending.setdefault(index, {})[process] = report
+                producing[process] = sum(g["producing"] for g in report["groups"].values())
+                if report["final"]:
+                    finals[process] = index
+                    streams.extend(report.get("streams", ()))
+                    if "floor" in report:
+                        floors[process] = report["floor"]
+                next_index = self._emit_complete(pending, finals, next_index, writer)
+        next_index = self._emit_complete(pending, finals, next_index, writer, flush=True)
+        for cell in self.cells:
+            cell.join(2.0)
+        if exit_code == 0:
+            for group, tail in self.stats.reconcile(streams).items():
+                writer.write_interval([{"type": "reconciliation", "v": SCHEMA_VERSION,
+                                        "run": self.run_id, "node": run.node, "group": group,
+                                        "lost_at_tail": tail}], [])
+        writer.close()
+        end = time.time()
+        summary = self.stats.summary()
+        summary.update(run_id=self.run_id, node=run.node, stopped_by=stopped_by,
+                       start=self.start_s, end=end)
+        if floors:
+            summary["floor"] = self.manifest["floor"] = floor_summary(floors)
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        self.manifest.update(status="complete" if exit_code == 0 else "incomplete",
+                             stopped_by=stopped_by, end=end, intervals=self.stats.intervals)
+        if self.events:
+            self.manifest["events"] = self.events
+        write_json_atomic(self.run_dir / "manifest.json", self.manifest)
+        return RunResult(self.run_dir, summary, exit_code, stopped_by)
+
+    def _emit_complete(self, pending: dict[int, dict[int, dict[str, Any]]],
+                       finals: dict[int, int], next_index: int, writer: RunWriter,
+                       flush: bool = False) -> int:
+        """Merge and show every interval that all processes have reported, in order."""
+        processes = {p.process_index for p in self.plans}
+        while next_index in pending:
+            reports = pending[next_index]
+            expected = {p for p in processes if finals.get(p, 1 << 62) >= next_index}
+            if not flush and not expected <= reports.keys():
+                break
+            start = self.start_s + next_index * self.run.interval
+            broker_cpu = self._broker_cpu()
+            view = self.stats.merge(next_index, start - self.start_s,
+                                    self._phase(start, self.stop_at), list(reports.values()),
+                                    broker_cpu)
+            if broker_cpu is not None:
+                writer.write_interval([{"type": "broker", "v": SCHEMA_VERSION,
+                                        "run": self.run_id, "node": self.run.node,
+                                        "interval": next_index, "start": start,
+                                        "pid": self.run.broker_pid, "cpu": broker_cpu}], [])
+            del pending[next_index]
+            self.on_interval(view)
+            next_index += 1
+        return next_index

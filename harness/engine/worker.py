@@ -1,0 +1,254 @@
+"""The worker thread every role builds on: start staggering, interval hand-off, pacing sleeps,
+and the flags a cell uses to stop its workers."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import zlib
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harness.clock import now_ns
+from harness.engine.pacing import Schedule
+from harness.spec.roles import ROLES
+from harness.spec.template import cycle, expand
+from harness.stats.recorder import Recorder, Sample
+from harness.stats.verify import SequenceTracker
+from harness.transports.base import Transport
+from harness.transports.message import Destination
+
+if TYPE_CHECKING:
+    from harness.spec.group import GroupSpec
+
+# How long a blocked receive waits before the worker checks its flags and the interval clock.
+POLL_S = 0.05
+# Longest single sleep while pacing, so that stop requests are seen promptly.
+MAX_SLEEP_S = 0.05
+# Bodies in a size mix's deck: enough that the drawn mix is close to the weights.
+DECK = 200
+# Back-off after a transport error, so a dead connection does not turn into a busy loop.
+ERROR_PAUSE_S = 0.01
+
+
+class Control:
+    """Flags one cell's workers read on every message: plain attributes, cheaper than Events."""
+
+    def __init__(self, start_ns: int, interval_ns: int, drain_idle_ns: int) -> None:
+        self.start_ns = start_ns
+        self.interval_ns = interval_ns
+        self.drain_idle_ns = drain_idle_ns
+        self.producing = True
+        # Producers stop by themselves at the run length, not when the controller notices.
+        self.produce_until_ns = 1 << 62
+        self.consuming = True
+        self.draining = False
+        self.paused = False  # producers hold (the live screen's p), consumers go on
+
+
+Handoff = tuple[tuple[int, int], int, Sample]  # (group index, thread key), interval, sample
+
+
+@dataclass
+class WorkerSetup:
+    group: GroupSpec
+    group_index: int
+    process_index: int
+    thread_index: int
+    node: str
+    control: Control
+    outbox: deque[Handoff]
+    transport: Transport
+    body: bytes
+    exclusive: bool
+    reorder_window_ns: int
+    copy: int = 0  # which of the group's processes this is
+
+
+class Worker(threading.Thread, ABC):
+    """One thread of a group. Subclasses implement prepare() (connect, subscribe) and work()."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        group = setup.group
+        super().__init__(name=f"{group.name}-{setup.process_index}-{setup.thread_index}",
+                         daemon=True)
+        self.setup = setup
+        self.group = group
+        self.control = setup.control
+        self.transport = setup.transport
+        self.key = (setup.group_index, setup.thread_index)
+        self.producer_id = f"{setup.node}:{group.name}:{setup.process_index}:{setup.thread_index}"
+        self.role = ROLES[group.role]
+        self.destination = Destination(self.role.kind,
+                                       group.destination_for(setup.copy, setup.thread_index))
+        self.body = setup.body
+        self.body_crc = zlib.crc32(setup.body)
+        # With a size mix, a deck of bodies drawn by weight, dealt in turn: (body, crc).
+        self.deck: list[tuple[bytes, int]] = []
+        if group.size_mix:
+            draw = random.Random(self.producer_id)
+            sizes = draw.choices([z for z, _ in group.size_mix],
+                                 [w for _, w in group.size_mix], k=DECK)
+            cut = {z: setup.body[:z] for z in set(sizes)}
+            crcs = {z: zlib.crc32(b) for z, b in cut.items()}
+            self.deck = [(cut[z], crcs[z]) for z in sizes]
+        self.crc_every = round(1 / group.crc) if group.crc else 0
+        self.rec = Recorder()
+        n, total = group.thread_number(setup.copy, setup.thread_index), \
+            group.threads * group.processes
+        # The property sets this thread sends in turn (one unless a value cycles: {1..10}).
+        self.property_sets: list[dict[str, str] | None] = \
+            list(cycle(group.properties, n, total)) if group.properties else [None]
+        correlation = group.correlation_id
+        if correlation and "{{" in correlation:
+            self.correlation: str | None = expand(correlation, n, total)
+        else:
+            self.correlation = f"{correlation}{setup.thread_index}" if correlation else None
+        self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
+                        if setup.exclusive else None)
+        self.interval_index = 0
+        self.next_boundary = self.control.start_ns + self.control.interval_ns
+        self.done_through = -1
+        self.up = False
+        self.finished = False
+        self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
+        self.failure: str | None = None
+        # Live changes from the controller: set new_rate or Control.paused, then pending, which
+        # pace() checks once per message.
+        self.pending = False
+        self.new_rate: float | None = None
+        rate = group.per_thread_rate
+        self.schedule: Schedule | None = None
+        if rate and self.produces():
+            self.schedule = Schedule(self.start_time(), rate, group.ramp, group.poisson,
+                                     seed=hash(self.producer_id))
+
+    def produces(self) -> bool:
+        return self.role.produces
+
+    def prepare(self) -> None:
+        self.transport.connect()
+
+    @abstractmethod
+    def work(self) -> None:
+        """The role's loop, run on this thread once the run starts."""
+
+    # -- the frame around work()
+    def start_time(self) -> int:
+        return self.control.start_ns + self.setup.thread_index * self.group.thread_interval_ms \
+            * 1_000_000
+
+    def run(self) -> None:
+        try:
+            if self.sleep_until(self.start_time(), while_flag="producing" if self.produces()
+                                else "consuming"):
+                self.up = True
+                if self.group.transacted:
+                    self.transport.begin()
+                self.work()
+        except Exception as exc:  # a bug or an unexpected client failure: report, never hang
+            self.failure = f"{type(exc).__name__}: {exc}"
+            self.rec.errors += 1
+        finally:
+            self.up = False
+            try:
+                self.transport.close()
+            except Exception as exc:
+                self.failure = self.failure or f"close: {exc}"
+            if self.tracker is not None:
+                self.tracker.finish()
+            self.take_outage()
+            streams = {self.producer_id: self.stream_position} if self.produces() else \
+                dict(self.tracker.expected) if self.tracker is not None else None
+            self.setup.outbox.append((self.key, self.interval_index,
+                                      self.rec.take()._replace(streams=streams)))
+            self.done_through = 1 << 62
+            self.finished = True
+
+    def flush(self, now: int) -> None:
+        """Hand this interval's buffer to the cell and move to the interval that holds now."""
+        if self.tracker is not None:
+            self.tracker.expire(now)
+        self.take_outage()
+        self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
+        control = self.control
+        index = max((now - control.start_ns) // control.interval_ns, self.interval_index + 1)
+        self.interval_index = index
+        self.next_boundary = control.start_ns + (index + 1) * control.interval_ns
+        self.done_through = index - 1
+
+    def take_outage(self) -> None:
+        reconnects, outage_ns = self.transport.outages.take()
+        self.rec.reconnects += reconnects
+        self.rec.outage_ms += outage_ns // 1_000_000
+
+    def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
+        """Sleep until due (monotonic ns), handing off intervals on the way; False if told
+        to stop first."""
+        control = self.control
+        while getattr(control, while_flag):
+            now = now_ns()
+            if now >= self.next_boundary:
+                self.flush(now)
+            if now >= due:
+                return True
+            time.sleep(min(due - now, self.next_boundary - now, MAX_SLEEP_S * 1e9) / 1e9)
+        return False
+
+    def pace(self) -> tuple[int, int] | None:
+        """Wait for the next send: (intended, actual) monotonic ns, or None to stop.
+
+        Unthrottled, the intended time is the actual one."""
+        control = self.control
+        if not control.producing:
+            return None
+        if self.pending and not self._apply_pending():
+            return None
+        schedule = self.schedule
+        if schedule is None:
+            now = now_ns()
+            if now >= control.produce_until_ns:
+                return None
+            intended = now
+        else:
+            intended = schedule.next_ns()
+            if intended >= control.produce_until_ns:
+                return None
+            now = now_ns()
+            if intended > now:
+                if not self.sleep_until(intended):
+                    return None
+                now = now_ns()
+        if now >= self.next_boundary:
+            self.flush(now)
+        return intended, now
+
+    def _apply_pending(self) -> bool:
+        """Hold while paused, then take up a new rate; False if told to stop meanwhile.
+
+        After a pause or a rate change the schedule starts again from now: the messages not
+        sent while paused were never due, so they are not sent in a burst nor counted late.
+        """
+        self.pending = False
+        control = self.control
+        resumed = False
+        while control.paused:
+            now = now_ns()
+            if not control.producing or now >= control.produce_until_ns:
+                return False
+            if now >= self.next_boundary:
+                self.flush(now)
+            time.sleep(MAX_SLEEP_S)
+            resumed = True
+        rate, self.new_rate = self.new_rate, None
+        if self.schedule is not None and (rate or resumed):
+            self.schedule.retarget(now_ns(), rate or self.schedule.rate)
+        return True
+
+    def commit(self) -> None:
+        self.transport.commit()
+        self.rec.commits += 1
+        self.transport.begin()

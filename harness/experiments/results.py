@@ -1,0 +1,160 @@
+"""A sweep's results table in the WMB report's shape (Msg Size, Persistent, Message Rate,
+% CPU, CPU ms/msg), with latency, loss and the backlog trend beside it; printed, and written
+as CSV and Markdown."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from harness.spec.roles import ROLES
+from harness.spec.run import RunSpec
+from harness.stats.intervals import IntervalView
+
+# The backlog grows if it rises faster than this share of the delivered rate (and at least
+# one message a second) over the measured phase.
+GROWING_SHARE = 0.02
+
+
+def size_label(size: int) -> str:
+    for unit, factor in (("M", 1024 * 1024), ("K", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (time, value) points; 0 for fewer than two."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
+
+
+def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
+    """What producers sent (times the fan-out) minus what consumers received, interval by
+    interval over the measured phase, and its slope (msgs/s) by least squares."""
+    fanout: dict[tuple[str, str, str], float] = {}
+    filtered = set()
+    for g in run.groups:
+        if g.role not in ("Receiver", "Subscriber"):
+            continue
+        key = g.endpoint
+        if g.selector:
+            filtered.add(key)
+        if g.destination_kind == "queue":
+            fanout[key] = 1
+        else:
+            # Each process has its own embedded broker: a subscriber sees its own process's
+            # publishers only.
+            share = g.processes if g.embedded else 1
+            fanout[key] = fanout.get(key, 0) + g.threads * g.processes / share
+    backlog, points = 0, []
+    for view in views:
+        for g in run.groups:
+            key = g.endpoint
+            if key not in fanout or key in filtered or g.name not in view.groups:
+                continue
+            c = view.groups[g.name].counters
+            if g.role in ("Sender", "Publisher"):
+                backlog += c["sent"] * fanout[key]
+            elif g.role in ("Receiver", "Subscriber"):
+                backlog -= c["received"] - c["duplicated"]
+        if view.phase == "measure":
+            points.append((view.start + view.length, backlog))
+    if len(points) < 2:
+        return {"slope": 0.0, "final": backlog, "stable": True, "checked": False}
+    rise = slope(points)
+    delivered = sum(view.groups[g.name].counters["received"] for view in views
+                    if view.phase == "measure" for g in run.groups
+                    if g.role in ("Receiver", "Subscriber") and g.name in view.groups)
+    seconds = sum(v.length for v in views if v.phase == "measure") or 1.0
+    limit = max(GROWING_SHARE * delivered / seconds, 1.0)
+    return {"slope": rise, "final": backlog, "stable": rise <= limit, "checked": True}
+
+
+def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: str,
+        latency: str | None, labels: dict[str, Any]) -> dict[str, Any]:
+    """One line of the table for one run."""
+    producers = [g for g in run.groups if ROLES[g.role].produces]
+    first = producers[0] if producers else run.groups[0]
+    if rate in summary["groups"]:
+        message_rate = summary["groups"][rate]["rate"]
+    else:
+        message_rate = summary["throughput"][rate.replace("-", "_")]
+    lat_group = latency or next((g.name for g in run.groups if ROLES[g.role].consumes),
+                                run.groups[0].name)
+    lat = summary["groups"][lat_group]
+    head = lat[lat["headline"]]
+    broker = summary.get("broker_cpu") or {}
+    lost = sum(g["lost"] for g in summary["groups"].values()) + \
+        sum(d["missing"] for d in summary["delivery"])
+    duplicated = sum(g["duplicated"] for g in summary["groups"].values())
+    trend = backlog_trend(run, views)
+    out: dict[str, Any] = {k.removeprefix("groups."): v for k, v in labels.items()}
+    out.update({
+        "Msg Size": size_label(first.size), "Persistent": "yes" if first.persistent else "no",
+        "Message Rate (msgs/s)": round(message_rate, 1),
+        "client % CPU": round(summary["client_cpu"]["max"], 1),
+        "broker % CPU": round(broker["mean"], 1) if broker else None,
+        # Per message as the Message Rate column counts them (a round trip, for request/reply).
+        "CPU ms/msg": round(10 * broker["mean"] / message_rate, 4)
+        if broker and message_rate else None,
+        f"{lat['headline']} p50 ms": _ms(head["p50"]), f"{lat['headline']} p99 ms":
+        _ms(head["p99"]), "lost": lost, "duplicated": duplicated,
+        "backlog": ("growing" if not trend["stable"] else "stable") if trend["checked"]
+        else "-",
+        # The ActiveMQ paper's rule: above 75% a client may be what limits the rate.
+        "client-bound": "yes" if summary["client_cpu"]["bottleneck"] else "no",
+    })
+    return out
+
+
+def _ms(value: int | None) -> float | None:
+    return None if value is None else round(value / 1000, 3)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def columns(rows: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for r in rows:
+        out += [k for k in r if k not in out]
+    return out
+
+
+def table(rows: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title)
+    names = columns(rows)
+    for name in names:
+        t.add_column(name, justify="right")
+    for r in rows:
+        t.add_row(*(_cell(r.get(n)) for n in names))
+    return t
+
+
+def write(rows: list[dict[str, Any]], directory: Path, stem: str, note: str) -> list[Path]:
+    """CSV and Markdown files of the rows; returns their paths."""
+    names = columns(rows)
+    csv_path, md_path = directory / f"{stem}.csv", directory / f"{stem}.md"
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=names)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({n: "" if r.get(n) is None else r.get(n) for n in names})
+    lines = ["| " + " | ".join(names) + " |", "|" + " --- |" * len(names)]
+    lines += ["| " + " | ".join(_cell(r.get(n)) for n in names) + " |" for r in rows]
+    md_path.write_text("\n".join(lines) + f"\n\n{note}\n")
+    return [csv_path, md_path]

@@ -1,0 +1,109 @@
+"""A finished run read back from its directory: the manifest's options rebuild the run, and
+intervals.jsonl's records are merged per interval by the same code that merged them live, so
+that a replay, a table or a model shows exactly the numbers the run showed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.rundir.writer import SCHEMA_VERSION
+from harness.spec.group import GroupSpec
+from harness.spec.roles import metrics_for
+from harness.spec.run import RunSpec
+from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.recorder import COUNTERS
+
+
+@dataclass
+class RecordedRun:
+    run: RunSpec
+    metrics: dict[int, list[str]]
+    manifest: dict[str, Any]
+    views: list[IntervalView]
+    events: list[tuple[int, str]] = field(default_factory=list)  # (interval, text)
+    skipped: int = 0  # lines that did not parse (a run killed mid-write)
+    summary: dict[str, Any] = field(default_factory=dict)  # recomputed from the intervals
+
+
+def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
+    options = dict(manifest["options"])
+    groups = [GroupSpec(**g) for g in options.pop("groups")]
+    return RunSpec(groups=groups, **options)
+
+
+def load(run_dir: Path) -> RecordedRun:
+    """Read a run directory; BadInput names what is missing or wrong."""
+    manifest_path, intervals_path = run_dir / "manifest.json", run_dir / "intervals.jsonl"
+    for path in (manifest_path, intervals_path):
+        if not path.is_file():
+            raise BadInput("RUN_DIR", f"{path} does not exist: not a run directory")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        run = run_from_manifest(manifest)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadInput("RUN_DIR", f"{manifest_path} is not a harness manifest ({exc})") \
+            from None
+    if manifest.get("schema") != SCHEMA_VERSION:
+        raise BadInput("RUN_DIR", f"{manifest_path}: schema {manifest.get('schema')!r}, this "
+                       f"harness reads {SCHEMA_VERSION}")
+    names = {g.name: i for i, g in enumerate(run.groups)}
+    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+    # interval -> (node, process) -> report, shaped as a cell's interval report
+    intervals: dict[int, dict[tuple[str, int], dict[str, Any]]] = {}
+    starts: dict[int, tuple[float, str]] = {}
+    broker: dict[int, float] = {}
+    raw_events: list[dict[str, Any]] = []
+    skipped = 0
+    with intervals_path.open() as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                skipped += 1
+                continue
+            kind = record.get("type")
+            if kind == "event":
+                raw_events.append(record)
+                continue
+            if kind == "broker":
+                broker[record["interval"]] = record["cpu"]
+                continue
+            if kind not in ("process", "counters", "histogram"):
+                continue
+            index = record["interval"]
+            report = intervals.setdefault(index, {}).setdefault(
+                (record["node"], record["process"]),
+                {"process": record["process"], "length_s": record["length"], "cpu": 0.0,
+                 "groups": {}})
+            starts.setdefault(index, (record["start"], record["phase"]))
+            if kind == "process":
+                report["cpu"] = record["cpu"]
+                continue
+            g = names[record["group"]]
+            part = report["groups"].setdefault(g, {"counters": {}, "histograms": {},
+                                                   "threads_up": 0, "threads": 0,
+                                                   "producing": 0})
+            if kind == "counters":
+                part["threads_up"], part["threads"] = record["threads_up"], record["threads"]
+                part["counters"] = {k: record.get(k, 0) for k in COUNTERS}
+            else:
+                part["histograms"][record["tag"][len(record["group"]) + 1:]] = record["hist"]
+    origin = manifest.get("start") or min((s for s, _ in starts.values()), default=0.0)
+    stats = RunStats(run, metrics)
+    views = []
+    for index in sorted(intervals):
+        start, phase = starts[index]
+        reports = list(intervals[index].values())
+        views.append(stats.merge(index, start - origin, phase, reports, broker.get(index)))
+    events = []
+    for record in raw_events:
+        at = int(record["time"] // run.interval)
+        detail = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in record.items()
+                           if k not in ("type", "v", "run", "node", "time", "action"))
+        events.append((at, f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()))
+    return RecordedRun(run, metrics, manifest, views, events, skipped, stats.summary())

@@ -1,0 +1,251 @@
+"""The Textual screen for a run, live or replayed: a header, one row per worker group, the
+selected group's percentiles, rate sparkline and percentile distribution, CPU, and a log.
+
+The screen reads its feed on a timer at most four times a second; it never touches the
+workers' message path.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, RichLog, Static
+
+from harness.screen.board import GroupBoard
+from harness.screen.feed import Feed, describe_target
+from harness.screen.plot import bars, render
+from harness.stats.intervals import CLIENT_CPU_LIMIT
+from harness.stats.nines import distribution
+from harness.units import format_us
+
+REFRESH_S = 0.25  # at most four snapshots a second
+PHASES = {"warmup": "warm-up", "measure": "measuring", "drain": "draining"}
+COLUMNS = (("group", "group"), ("module", "module"), ("threads", "threads"),
+           ("now", "rate now/s"), ("avg", "rate avg/s"), ("total", "total"),
+           ("errors", "errors"), ("lost", "lost"), ("dup", "dup"), ("reord", "reord"),
+           ("cpu", "cpu"))
+LIVE_ONLY = {"pause", "rate", "add_thread"}
+REPLAY_ONLY = {"play", "step", "seek"}
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class NinesPlot(Widget):
+    """Latency against percentile on a nines axis, for the selected group."""
+
+    DEFAULT_CSS = "NinesPlot { width: 1fr; height: 1fr; }"
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.points: list[tuple[float, int]] = []
+        self.caption = ""
+
+    def show(self, points: list[tuple[float, int]], caption: str) -> None:
+        self.points, self.caption = points, caption
+        self.refresh()
+
+    def render(self) -> Text:
+        lines = render(self.points, self.size.width, max(self.size.height - 1, 0))
+        return Text("\n".join([self.caption, *lines]))
+
+
+class RunApp(App[None]):
+    """The run screen; `feed` decides whether it is live or a replay."""
+
+    TITLE = "harness"
+    CSS = """
+    #top { height: 2; padding: 0 1; background: $boost; }
+    #groups { height: auto; max-height: 12; }
+    #detail { height: 16; }
+    #left { width: 62; }
+    #percentiles { height: auto; }
+    #spark-label { height: 1; padding: 0 1; }
+    #spark { height: 3; margin: 0 1; }
+    #plot { padding: 0 1; }
+    #cpu { height: 1; padding: 0 1; }
+    #log { height: 1fr; min-height: 4; border-top: solid $primary; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "stop", "Stop / quit"),
+        Binding("ctrl+c", "stop", "Stop", show=False, priority=True),
+        Binding("p", "pause", "Pause"),
+        Binding("plus,equals_sign", "rate(1.1)", "Rate +10%", key_display="+"),
+        Binding("minus", "rate(0.9)", "Rate -10%", key_display="-"),
+        Binding("t", "add_thread", "Add thread"),
+        Binding("r", "reset", "Reset"),
+        Binding("s", "screenshot", "Screenshot"),
+        Binding("space", "play", "Play/pause"),
+        Binding("left", "step(-1)", "Back", priority=True),
+        Binding("right", "step(1)", "Forward", priority=True),
+        Binding("home", "seek(0)", "Start", priority=True),
+        Binding("end", "seek(1)", "End", priority=True),
+    ]
+
+    def __init__(self, feed: Feed, close_when_done: bool = True) -> None:
+        super().__init__()
+        self.feed = feed
+        self.close_when_done = close_when_done
+        self.selected = next(iter(feed.board.groups))
+        self.stops = 0
+        self.screenshots: list[str] = []
+        self.log_lines: list[str] = []
+
+    # -- layout
+    def compose(self) -> ComposeResult:
+        yield Static(id="top")
+        yield DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="detail"):
+            with Vertical(id="left"):
+                yield Static(id="percentiles")
+                yield Static(id="spark-label")
+                yield Static(id="spark")
+            yield NinesPlot(id="plot")
+        yield Static(id="cpu")
+        yield RichLog(id="log", max_lines=2000, wrap=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#groups", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        for name in self.feed.board.groups:
+            table.add_row(*([""] * len(COLUMNS)), key=name)
+        table.focus()
+        self.refresh_view()
+        self.set_interval(REFRESH_S, self.refresh_view)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in LIVE_ONLY:
+            return self.feed.live
+        if action in REPLAY_ONLY:
+            return not self.feed.live
+        return True
+
+    # -- drawing
+    def log_line(self, line: str) -> None:
+        self.log_lines.append(line)
+        self.query_one("#log", RichLog).write(Text(line))
+
+    def refresh_view(self) -> None:
+        feed = self.feed
+        for line in feed.poll():
+            self.log_line(line)
+        status = feed.status()
+        board = feed.board
+        run = feed.run
+        phase = "finished" if status.finished else PHASES.get(status.phase, status.phase)
+        if status.paused:
+            phase += ", producers paused"
+        remaining = "" if status.remaining is None else \
+            f"  remaining {_clock(status.remaining)}"
+        mode = "replay " + status.position if not feed.live else "live"
+        self.query_one("#top", Static).update(Text.assemble(
+            (f"{run.name}", "bold"), f"  {describe_target(run)}  ",
+            (f"[{phase}]", "bold yellow" if status.paused else "bold"),
+            f"\nelapsed {_clock(status.elapsed)}{remaining}  ({mode}; "
+            f"intervals of {run.interval:g} s; {feed.run_dir})"))
+        table = self.query_one("#groups", DataTable)
+        for name, g in board.groups.items():
+            c = g.counters
+            cpu = Text(f"{g.cpu:.0f}%", style="bold red" if g.cpu > CLIENT_CPU_LIMIT else "")
+            values = (name, g.module, f"{g.threads_up}/{g.threads}", f"{g.rate_now:,.1f}",
+                      f"{g.rate_avg:,.1f}", f"{g.total:,}", str(c["errors"]), str(c["lost"]),
+                      str(c["duplicated"]), str(c["reordered"]), cpu)
+            for (key, _), value in zip(COLUMNS, values, strict=True):
+                table.update_cell(name, key, value, update_width=True)
+        self._draw_detail(board.groups[self.selected])
+        cpu_text = Text("client CPU ")
+        cpu_text.append(f"{board.cpu:.0f}%", style="bold red" if board.cpu > CLIENT_CPU_LIMIT
+                        else "bold")
+        cpu_text.append(" of a core (busiest process)")
+        if board.broker_cpu is not None:
+            cpu_text.append(f"   broker CPU {board.broker_cpu:.0f}%")
+        self.query_one("#cpu", Static).update(cpu_text)
+        if status.finished and self.close_when_done and feed.live:
+            self.exit()
+
+    def _draw_detail(self, g: GroupBoard) -> None:
+        table = Table(box=None, padding=(0, 1), title=f"{g.name}: {g.headline} "
+                      f"({g.destination or '-'})", title_justify="left")
+        table.add_column("")
+        for column in ("p50", "p90", "p99", "p99.9", "max"):
+            table.add_column(column, justify="right")
+        metrics = [g.headline] + (["delay"] if "delay" in g.metrics else [])
+        for metric in metrics:
+            for cumulative in (False, True):
+                p = g.percentiles(metric, cumulative)
+                label = f"{metric} {'cumul.' if cumulative else 'last'}"
+                if metric == "delay":
+                    label = f"send delay {'cumul.' if cumulative else 'last'}"
+                table.add_row(label, *[format_us(p[k]) if p else "-"
+                                       for k in ("p50", "p90", "p99", "p99.9", "max")])
+        self.query_one("#percentiles", Static).update(table)
+        rates = list(g.rates)
+        self.query_one("#spark-label", Static).update(
+            f"rate per interval from 0/s, last {len(rates)}: max {max(rates, default=0):,.0f}/s")
+        spark = self.query_one("#spark", Static)
+        spark.update(Text("\n".join(bars(rates, max(spark.size.width, 1), 3)),
+                          style="dodger_blue2"))
+        histogram = g.cumulative.get(g.headline)
+        count = histogram.get_total_count() if histogram is not None else 0
+        self.query_one("#plot", NinesPlot).show(
+            distribution(histogram) if histogram is not None and count else [],
+            f"{g.headline} by percentile, cumulative ({count:,} samples)")
+
+    # -- keys
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self.selected = event.row_key.value
+            self._draw_detail(self.feed.board.groups[self.selected])
+
+    def action_stop(self) -> None:
+        feed = self.feed
+        if not feed.live or feed.status().finished:
+            self.exit()
+            return
+        self.stops += 1
+        feed.stop()
+        self.log_line("stopping: producers stop, consumers drain, files are completed"
+                      if self.stops == 1 else "stopping at once")
+
+    def action_pause(self) -> None:
+        self.log_line(self.feed.toggle_pause())
+
+    def action_rate(self, factor: float) -> None:
+        self.log_line(self.feed.change_rate(self.selected, factor))
+
+    def action_add_thread(self) -> None:
+        self.log_line(self.feed.add_thread(self.selected))
+
+    def action_reset(self) -> None:
+        self.feed.board.reset()
+        self.log_line("cumulative figures reset on screen (the files and the summary keep "
+                      "everything)")
+        self.refresh_view()
+
+    def action_screenshot(self) -> None:
+        name = f"screen-{time.strftime('%H%M%S')}-{len(self.screenshots) + 1}.svg"
+        path = self.save_screenshot(name, str(self.feed.run_dir))
+        self.screenshots.append(path)
+        self.log_line(f"screenshot: {path}")
+
+    def action_play(self) -> None:
+        self.feed.toggle_play()
+
+    def action_step(self, steps: int) -> None:
+        self.feed.step(steps)
+        self.refresh_view()
+
+    def action_seek(self, where: int) -> None:
+        self.feed.seek(where)
+        self.refresh_view()

@@ -1,0 +1,129 @@
+"""What the live screen shows, kept apart from how it is drawn: the merged interval views of a
+run (live or replayed) folded into per-group rows, cumulative histograms, rate history and a
+log of notable events.
+
+Cumulative figures count, like the summary, every interval after the warm-up (during the
+warm-up, the warm-up so far), until the user resets them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from hdrh.histogram import HdrHistogram
+
+from harness.spec.run import RunSpec
+from harness.stats.histogram import new_histogram, percentiles
+from harness.stats.intervals import CLIENT_CPU_LIMIT, IntervalView, headline_metric, role_count
+from harness.stats.recorder import COUNTERS
+
+HISTORY = 120  # intervals of rate history kept for the sparkline
+
+
+@dataclass
+class GroupBoard:
+    name: str
+    module: str
+    role: str
+    destination: str
+    metrics: list[str]
+    threads: int
+    threads_up: int = 0
+    rate_now: float = 0.0
+    cpu: float = 0.0
+    last: dict[str, HdrHistogram] = field(default_factory=dict)
+    last_counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    cumulative: dict[str, HdrHistogram] = field(default_factory=dict)
+    rate_count: int = 0
+    rate_seconds: float = 0.0
+    rates: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+    @property
+    def headline(self) -> str:
+        return headline_metric(self.metrics)
+
+    @property
+    def total(self) -> int:
+        return role_count(self.role, self.counters)
+
+    @property
+    def rate_avg(self) -> float:
+        return self.rate_count / self.rate_seconds if self.rate_seconds else 0.0
+
+    def reset(self) -> None:
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.cumulative = {m: new_histogram() for m in self.metrics}
+        self.rate_count = 0
+        self.rate_seconds = 0.0
+
+    def percentiles(self, metric: str, cumulative: bool) -> dict[str, float] | None:
+        histogram = (self.cumulative if cumulative else self.last).get(metric)
+        if histogram is None or not histogram.get_total_count():
+            return None
+        return percentiles(histogram)
+
+
+class Board:
+    def __init__(self, run: RunSpec, metrics: dict[int, list[str]]) -> None:
+        self.run = run
+        self.groups: dict[str, GroupBoard] = {}
+        for i, spec in enumerate(run.groups):
+            board = GroupBoard(spec.name, spec.module, spec.role, spec.destination or "",
+                               metrics[i], spec.threads * spec.processes)
+            board.reset()
+            self.groups[spec.name] = board
+        self.elapsed = 0.0
+        self.phase = "starting"
+        self.cpu = 0.0
+        self.broker_cpu: float | None = None
+        self.intervals = 0
+        self.measuring = False
+
+    def add(self, view: IntervalView) -> list[str]:
+        """Fold one merged interval in; returns log lines for what deserves the user's eye."""
+        if view.phase != "warmup" and not self.measuring:
+            self.measuring = True
+            self.reset()
+        self.intervals += 1
+        self.elapsed = view.start + view.length
+        self.phase = view.phase
+        self.cpu = view.cpu_max
+        self.broker_cpu = view.broker_cpu
+        log = []
+        stamp = f"{self.elapsed:7.1f}s"
+        for name, interval in view.groups.items():
+            board = self.groups[name]
+            board.threads_up, board.threads = interval.threads_up, interval.threads
+            board.cpu = interval.cpu
+            board.rate_now = interval.count / view.length if view.length else 0.0
+            board.rates.append(board.rate_now)
+            board.last = interval.histograms
+            board.last_counters = interval.counters
+            for key, value in interval.counters.items():
+                board.counters[key] += value
+            for metric, histogram in interval.histograms.items():
+                if histogram.get_total_count():
+                    board.cumulative[metric].add(histogram)
+            if view.phase != "drain":
+                board.rate_count += interval.count
+                board.rate_seconds += view.length
+            c = interval.counters
+            notes = [f"{c[k]} {label}" for k, label in
+                     (("errors", "errors"), ("lost", "lost"), ("duplicated", "duplicated"),
+                      ("reordered", "reordered"), ("corrupt", "corrupt"),
+                      ("reconnects", "reconnects"), ("foreign", "foreign (not timed)"))
+                     if c[k]]
+            if c["outage_ms"]:
+                notes.append(f"{c['outage_ms'] / 1000:.1f} s disconnected")
+            if notes:
+                log.append(f"{stamp} {name}: " + ", ".join(notes))
+        if view.cpu_max > CLIENT_CPU_LIMIT:
+            log.append(f"{stamp} client CPU {view.cpu_max:.0f}% of a core, above "
+                       f"{CLIENT_CPU_LIMIT:.0f}%: the client may be the bottleneck")
+        return log
+
+    def reset(self) -> None:
+        for board in self.groups.values():
+            board.reset()

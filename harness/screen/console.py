@@ -1,0 +1,109 @@
+"""What a run prints where there is no live UI: one line per group per interval, in the
+manner of PerfHarness but with percentiles, and the final summary table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.stats.histogram import percentiles
+from harness.stats.intervals import CLIENT_CPU_LIMIT, IntervalView, headline_metric
+from harness.units import format_us
+
+
+def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[str]:
+    lines = []
+    phase = "" if view.phase == "measure" else f" [{view.phase}]"
+    for name, group in view.groups.items():
+        c = group.counters
+        if not any(c.values()) and (view.phase == "drain" or group.threads_up == 0):
+            continue  # a finished or draining group with nothing to say
+        rate = group.count / view.length if view.length else 0.0
+        head = headline_metric(metrics[name])
+        verb = "recv" if head == "latency" else "sent"
+        p = percentiles(group.histograms[head])
+        text = (f"{view.start + view.length:>7.1f}s {name:<10} {verb} {rate:>9.1f}/s "
+                f"n={group.count:<8} err={c['errors']}")
+        if c["lost"] or c["duplicated"] or c["reordered"] or c["corrupt"]:
+            text += (f" lost={c['lost']} dup={c['duplicated']} reord={c['reordered']}"
+                     + (f" corrupt={c['corrupt']}" if c["corrupt"] else ""))
+        text += (f" | {head} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
+                 f" p99={format_us(p['p99'])} p99.9={format_us(p['p99.9'])}"
+                 f" max={format_us(p['max'])}")
+        if c["foreign"]:
+            text += f" foreign={c['foreign']} (not from a harness producer: not timed)"
+        if c["reconnects"] or c["outage_ms"]:
+            text += f" reconnects={c['reconnects']} outage={c['outage_ms'] / 1000:.1f}s"
+        if "delay" in group.histograms:
+            text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
+        if group.threads_up < group.threads:
+            text += f" threads={group.threads_up}/{group.threads}"
+        text += f" cpu={group.cpu:.0f}%"
+        if group.cpu > CLIENT_CPU_LIMIT:
+            text += " (client may be the bottleneck)"
+        if view.broker_cpu is not None:
+            text += f" broker={view.broker_cpu:.0f}%"
+        lines.append(text + phase)
+    return lines
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    table = Table(title=f"Summary: {summary['measured_seconds']:.1f} s measured "
+                        "(warm-up excluded; rates over the measured phase)")
+    for column in ("group", "module", "rate/s", "total", "errors", "lost", "dup", "reord",
+                   "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max"):
+        table.add_column(column, justify="left" if column in ("group", "module", "metric")
+                         else "right")
+    for name, g in summary["groups"].items():
+        head = g["headline"]
+        p = g[head]
+        delay = g.get("delay", {}).get("p99") if "delay" in g else None
+        total = g["received"] if g["received"] else g["sent"]
+        table.add_row(name, g["module"], f"{g['rate']:.1f}", str(total), str(g["errors"]),
+                      str(g["lost"]), str(g["duplicated"]), str(g["reordered"]), head,
+                      format_us(p["p50"]), format_us(p["p90"]), format_us(p["p99"]),
+                      format_us(p["p99.9"]), format_us(p["max"]),
+                      format_us(delay) if delay is not None else "-",
+                      f"{g['client_cpu_max']:.0f}%")
+    return table
+
+
+def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
+    console.print(summary_table(summary))
+    t = summary["throughput"]
+    grade = t["replication_grade"]
+    console.print(f"throughput: received by broker {t['received_by_broker']:.1f}/s, "
+                  f"dispatched {t['dispatched']:.1f}/s, overall {t['overall']:.1f}/s"
+                  + (f", replication grade r={grade:.2f}" if grade is not None else ""),
+                  highlight=False)
+    cpu = summary["client_cpu"]
+    line = f"client cpu: max {cpu['max']:.0f}% mean {cpu['mean']:.0f}% of a core per process"
+    if cpu["bottleneck"]:
+        line += f" - above {cpu['limit']:.0f}%: the client may be the bottleneck"
+    console.print(line, highlight=False, style="bold red" if cpu["bottleneck"] else None)
+    broker = summary.get("broker_cpu")
+    if broker:
+        ms = broker["cpu_ms_per_msg"]
+        console.print(f"broker cpu: mean {broker['mean']:.0f}% max {broker['max']:.0f}% of a "
+                      f"core; CPU ms/msg {ms:.4f} (1000 ms a second; the WMB report used 1024)"
+                      if ms is not None else f"broker cpu: mean {broker['mean']:.0f}%",
+                      highlight=False)
+    for name, g in summary["groups"].items():
+        if g["reconnects"] or g["outage_ms"]:
+            console.print(f"outage {name}: {g['reconnects']} reconnects, "
+                          f"{g['outage_ms'] / 1000:.1f} s disconnected (summed over threads), "
+                          f"{g['errors']} errors", highlight=False, style="yellow")
+    for check in summary["delivery"]:
+        bad = check["missing"] or check["unexpected"] or check["duplicated"]
+        console.print(f"delivery {check['destination']}: expected {check['expected']}, "
+                      f"received {check['received']}, missing {check['missing']}, "
+                      f"duplicated {check['duplicated']}",
+                      highlight=False, style="bold red" if bad else None)
+    floor = summary.get("floor")
+    if floor and floor["samples"]:
+        console.print(f"harness floor: thread hand-off p50 {format_us(floor['p50'])} p99 "
+                      f"{format_us(floor['p99'])} max {format_us(floor['max'])} under this "
+                      "run's load; latencies below it are the harness's own", highlight=False)
+    console.print(f"run directory: {run_dir}", highlight=False)

@@ -1,0 +1,253 @@
+"""A worker group: a module (transport x role) run by threads in processes, with its
+options; built from options given by key (harness.spec.options) and validated before
+anything starts. Every check names the flag at fault, so the CLI can print one line and
+exit 2."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.spec.options import field_values, password, table
+from harness.spec.roles import ROLES
+from harness.spec.template import TemplateError, check, expand
+from harness.transports import TRANSPORTS, transport_class
+from harness.transports.base import Capability
+
+
+@dataclass
+class GroupSpec:
+    """One worker group: a module (transport x role) run by `threads` threads in each of
+    `processes` processes."""
+
+    module: str
+    destination: str | None = None
+    # PerfHarness's -db / -dx: threads use destination<N>, N from base to max, in turn.
+    destination_base: int | None = None
+    destination_max: int | None = None
+    name: str = ""
+    threads: int = 1
+    processes: int = 1
+    thread_interval_ms: int = 0
+    thread_rate: float = 0.0
+    rate: float = 0.0
+    poisson: bool = False
+    ramp: float = 0.0
+    messages: int = 0
+    size: int = 256
+    body_type: str = "bytes"  # bytes, text (printable; a STOMP text frame) or xml
+    body_file: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    correlation_id: str | None = None
+    persistent: bool = False
+    transacted: bool = False
+    commit_count: int = 1
+    crc: float = 0.0
+    reply_timeout: float = 5.0
+    selector: str | None = None
+    durable_name: str | None = None
+    # The connection, per group (a transport reads what it needs).
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: the protocol's default port
+    flavour: str = ""  # broker dialect; "": the transport's default
+    protocol: str = ""  # protocol version; "": the transport's default
+    user: str | None = None
+    password: str | None = None  # a secret: never printed, scrubbed from the manifest
+    tls: bool = False
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    client_id: str | None = None
+    connect_retry: int = 0
+    # The options only the group's transport takes (its `options`), by field name.
+    options: dict[str, Any] = field(default_factory=dict)
+    # Scenario event handlers (harness.scenarios): what to send on for each message received.
+    plan: list[dict[str, Any]] | None = None
+    # Scenario drivers: body sizes drawn by weight, [(bytes, weight)]; size is the largest.
+    size_mix: list[tuple[int, float]] | None = None
+
+    @property
+    def transport(self) -> str:
+        return self.module.partition(".")[0]
+
+    @property
+    def role(self) -> str:
+        return self.module.partition(".")[2]
+
+    @property
+    def per_thread_rate(self) -> float:
+        """Messages a second for each thread; 0 means as fast as possible."""
+        if self.rate:
+            return self.rate / (self.threads * self.processes)
+        return self.thread_rate
+
+    @property
+    def destination_kind(self) -> str:
+        """queue or topic: what the group's role uses."""
+        return ROLES[self.role].kind
+
+    @property
+    def endpoint(self) -> tuple[str, str, str]:
+        """(transport, queue or topic, destination): the groups that meet at one endpoint
+        send and receive the same messages."""
+        return self.transport, self.destination_kind, self.destination or ""
+
+    @property
+    def embedded(self) -> bool:
+        """Its broker lives inside each process: every process runs its own copy of the
+        group, and a consumer sees only the producers of its own process."""
+        return transport_class(self.transport).embedded
+
+    def thread_number(self, copy: int, thread: int) -> int:
+        """A thread's number in its group, from 1, across the group's processes (copy: which
+        of them) ({{n}} in templates)."""
+        return copy * self.threads + thread + 1
+
+    def destination_for(self, copy: int, thread: int) -> str:
+        """The destination of one thread: destination itself, or with -dx the numbered one
+        whose turn the thread is (PerfHarness's multi-destination mode)."""
+        if self.destination_max is None:
+            if self.destination and "{{" in self.destination:
+                return expand(self.destination, self.thread_number(copy, thread),
+                              self.threads * self.processes)
+            return self.destination or ""
+        base = 1 if self.destination_base is None else self.destination_base
+        n = self.thread_number(copy, thread)
+        return f"{self.destination}{base + (n - 1) % (self.destination_max - base + 1)}"
+
+    def settings(self, node: str, process: int, thread: int, copy: int = 0) -> dict[str, Any]:
+        """What a transport instance is given: the group's options and where it runs, with
+        per-thread templates ({{ ... }}) evaluated for this thread."""
+        out = {**asdict(self), **self.options, "node": node, "process": process,
+               "thread": thread}
+        n, total = self.thread_number(copy, thread), self.threads * self.processes
+        for key in TEMPLATED:
+            if out[key]:
+                out[key] = expand(out[key], n, total)
+        return out
+
+
+# Options whose value may differ per thread through {{ ... }} (harness.spec.template).
+TEMPLATED = ("selector", "correlation_id", "durable_name", "client_id")
+
+
+def group_spec(given: dict[str, Any]) -> GroupSpec:
+    """A group from the options given by key (a command line, a --group string, a
+    profile's group); what is not given takes its default. The options of the group's own
+    transport are kept in `options`; another transport's option, given a value of its own,
+    is kept too, for validate_group to refuse by name."""
+    values = field_values(given, ("group", "connection"))
+    transport = str(given.get("module") or "").partition(".")[0]
+    options = {}
+    for option in table().values():
+        if option.transports:
+            value = values.pop(option.name)
+            if transport in option.transports or value != option.default:
+                options[option.name] = value
+    values["password"] = password(given)
+    return GroupSpec(**values, options=options)
+
+
+def _check_options(group: GroupSpec, transport: str) -> None:
+    """Every option within its bounds, and none of another transport's."""
+    options = table()
+    for option in options.values():
+        if option.scope == "run":
+            continue
+        if option.transports:
+            if option.name not in group.options:
+                continue
+            value = group.options[option.name]
+            if transport not in option.transports:
+                raise BadInput(option.flag, f"only {' and '.join(option.transports)} take "
+                               f"this option, not {transport} (see `harness modules`)")
+        else:
+            value = getattr(group, option.name, None)
+        problem = option.out_of_bounds(value)
+        if problem:
+            raise BadInput(option.flag, problem)
+
+
+def parse_module(text: str) -> tuple[str, str]:
+    transport, dot, role = text.partition(".")
+    if not dot or transport not in TRANSPORTS or role not in ROLES:
+        known = ", ".join(f"{t}.<{'|'.join(ROLES)}>" for t in TRANSPORTS)
+        raise BadInput("-m", f"unknown module {text!r} (known: {known}; see `harness modules`)")
+    return transport, role
+
+
+def validate_group(group: GroupSpec, index: int) -> None:
+    transport_name, role_name = parse_module(group.module)
+    role = ROLES[role_name]
+    if not group.destination:
+        raise BadInput("-d", f"group {group.name or index} ({group.module}) needs a destination")
+    if role.scenario and group.plan is None:
+        raise BadInput("-m", f"{role_name} is a scenario's event handler: it runs inside a "
+                       "scenario profile (see profiles/supplychain-*.yaml), not on its own")
+    transport = transport_class(transport_name)
+    _check_options(group, transport_name)
+    if group.reply_timeout <= 0:
+        raise BadInput("--reply-timeout", f"must be > 0, got {group.reply_timeout:g}")
+    if group.rate and group.thread_rate:
+        raise BadInput("--rate", "give either -rt (per thread) or --rate (in total), not both")
+    if not 0.0 <= group.crc <= 1.0:
+        raise BadInput("--crc", f"is a fraction of messages from 0 to 1, got {group.crc:g}")
+    if (group.ramp or group.poisson) and not group.per_thread_rate:
+        flag = "-rp" if group.ramp else "--poisson"
+        raise BadInput(flag, "needs a rate (-rt or --rate)")
+    for flag, text in [("--selector", group.selector), ("-co", group.correlation_id),
+                       ("--durable-name", group.durable_name), ("--client-id", group.client_id),
+                       *(("--property", v) for v in group.properties.values())]:
+        if text:
+            try:
+                check(text)
+            except TemplateError as exc:
+                raise BadInput(flag, str(exc)) from None
+    if group.body_type not in ("bytes", "text", "xml"):
+        raise BadInput("--type", f"is bytes, text or xml, got {group.body_type!r}")
+    if group.destination_base is not None and group.destination_max is None:
+        raise BadInput("-db", "numbers destinations only with -dx (the highest number)")
+    if group.destination_max is not None:
+        base = 1 if group.destination_base is None else group.destination_base
+        if base < 0 or group.destination_max < base:
+            raise BadInput("-dx", f"must be >= -db ({base}) and -db >= 0, got -db {base} -dx "
+                           f"{group.destination_max}")
+    if group.body_file is not None:
+        path = Path(group.body_file)
+        if not path.is_file() or not os.access(path, os.R_OK):
+            raise BadInput("-mf", f"cannot read message body file {group.body_file!r}")
+    if not role.produces:
+        for flag, value in (("-rt", group.thread_rate), ("--rate", group.rate),
+                            ("-rp", group.ramp), ("--poisson", group.poisson)):
+            if value:
+                raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
+                               "applies to Sender, Publisher and Requestor")
+    for flag, path in (("--ca", group.ca), ("--cert", group.cert), ("--key", group.key)):
+        if path is not None and not os.access(path, os.R_OK):
+            raise BadInput(flag, f"cannot read {path!r}")
+        if path is not None and not group.tls:
+            raise BadInput(flag, "needs --tls")
+    settings = group.settings("", 0, 0)
+    for flag, problem in transport.problems(settings):
+        raise BadInput(flag, problem)
+    capabilities = transport.capabilities_for(settings)
+    needed = [(f"-m {group.module}", cap) for cap in role.needs]
+    for flag, wanted, cap in (("-pp", group.persistent, Capability.PERSISTENT),
+                              ("-tx", group.transacted, Capability.TRANSACTIONS),
+                              ("--selector", group.selector, Capability.SELECTORS),
+                              ("--durable-name", group.durable_name, Capability.DURABLE)):
+        if wanted:
+            needed.append((flag, cap))
+    flavour = f" ({group.flavour})" if group.flavour else ""
+    for flag, cap in needed:
+        if not cap & capabilities:
+            raise BadInput(flag, f"transport {transport_name}{flavour} does not support "
+                           f"{cap.name.lower().replace('_', ' ')}")
+    if group.selector and not role.consumes:
+        raise BadInput("--selector", f"{role_name} does not consume; selectors filter what "
+                       "Receiver, Subscriber and Responder receive")
+    if group.durable_name and (role.kind != "topic" or role.produces):
+        raise BadInput("--durable-name", "durable subscriptions are for Subscriber")

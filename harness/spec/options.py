@@ -1,0 +1,296 @@
+"""The one option table: every option of a run and of its worker groups, declared once.
+
+`harness run`'s flags, a profile's keys and --set paths, `--group "..."` strings and the
+README's flag table are all made from this table; each transport adds the options only it
+takes (its `options`, in its own file), and a group that sets another transport's option is
+refused before the run.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+from harness.errors import BadInput
+from harness.transports import TRANSPORTS, transport_class
+from harness.transports.loopback import FAULT_ACTIONS
+from harness.transports.options import Option
+from harness.units import parse_size
+
+PASSWORD_ENV = "HARNESS_PASSWORD"
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise ValueError(f"{text!r} is not key=value")
+    return key.strip(), value
+
+
+def parse_fault(text: str) -> tuple[str, str, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in FAULT_ACTIONS or not parts[2].isdigit() \
+            or int(parts[2]) < 1:
+        raise ValueError(f"{text!r} is not ACTION:DESTINATION:N with ACTION one of "
+                         f"{', '.join(FAULT_ACTIONS)} and N >= 1")
+    return parts[0], parts[1], int(parts[2])
+
+
+G, C, R = "group", "connection", "run"
+COMMON: tuple[Option, ...] = (
+    # -- the worker group
+    Option("module", str, None, "Module <transport>.<Role>, e.g. loopback.Sender (see "
+           "`harness modules`).", short="-m"),
+    Option("destination", str, None, "Queue or topic name (for Requestor/Responder: the "
+           "request queue).", short="-d"),
+    Option("destination-base", int, None, "With -dx: the first destination number (default "
+           "1).", short="-db"),
+    Option("destination-max", int, None, "Numbered destinations: threads use <-d><N> for N "
+           "from -db to -dx in turn (PerfHarness's multi-destination mode).", short="-dx"),
+    Option("group-name", str, None, "Name of the group in output (default: the role, "
+           "lower-cased).", short="-gn", field="name"),
+    Option("threads", int, 1, "Worker threads per process.", short="-nt", low=1),
+    Option("processes", int, 1, "Processes for the group, each with -nt threads.", low=1),
+    Option("thread-interval", int, 0, "Milliseconds between thread starts.", short="-wi",
+           field="thread_interval_ms", low=0),
+    Option("thread-rate", float, 0.0, "Messages/s per thread; 0 = as fast as possible.",
+           short="-rt", low=0),
+    Option("rate", float, 0.0, "Messages/s for the whole group, split over its threads and "
+           "processes; 0 = use -rt.", low=0),
+    Option("poisson", bool, False, "Poisson arrivals (exponential gaps) instead of a fixed "
+           "schedule."),
+    Option("ramp", float, 0.0, "Seconds to ramp the rate up linearly from 0.", short="-rp", low=0),
+    Option("messages", int, 0, "Messages per thread, then the thread stops; 0 = no limit.",
+           short="-mg", low=0),
+    Option("size", str, "256", "Message body size: 256, 4k, 1m.", short="-ms",
+           convert=parse_size),
+    Option("type", str, "bytes", "Body: bytes (random), text (printable; STOMP sends a text "
+           "frame, which JMS brokers deliver as a TextMessage) or xml (text shaped as an XML "
+           "document).", field="body_type"),
+    Option("body-file", str, None, "Send this file's bytes as the body (overrides -ms).",
+           short="-mf"),
+    Option("property", str, None, "Message property key=value (repeatable).",
+           field="properties", multiple=True,
+           convert=lambda items: dict(parse_property(p) for p in items or [])),
+    Option("correlation-id", str, None, "Correlation id prefix; each thread sends "
+           "<prefix><thread number>.", short="-co"),
+    Option("persistent", bool, False, "Persistent messages.", short="-pp"),
+    Option("transacted", bool, False, "Transacted sessions (commit every -cc messages).",
+           short="-tx"),
+    Option("commit-count", int, 1, "Messages per transaction with -tx.", short="-cc", low=1),
+    Option("crc", float, 0.0, "Fraction of received messages whose body CRC32 is checked "
+           "(0 to 1)."),
+    Option("reply-timeout", float, 5.0, "Seconds a Requestor waits for a reply."),
+    Option("selector", str, None, "Message selector on the subscription, where the broker "
+           "filters (JMS syntax)."),
+    Option("durable-name", str, None, "Durable subscription name prefix (each thread "
+           "appends its number)."),
+    # -- the connection (per group)
+    Option("host", str, "127.0.0.1", "Broker host.", scope=C),
+    Option("port", int, 0, "Broker port; 0 = the protocol's default (STOMP 61613, MQTT "
+           "1883).", scope=C, low=0, high=65535),
+    Option("flavour", str, "", "Broker dialect: STOMP activemq (default), rabbitmq, "
+           "artemis, generic; MQTT mosquitto (default), activemq, rabbitmq, generic.",
+           scope=C),
+    Option("protocol", str, "", "Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 or "
+           "5 (default where the flavour has it).", scope=C),
+    Option("user", str, None, "Login user name.", scope=C),
+    Option("password", str, None, "Login password (never printed or written; prefer "
+           "--password-env or --password-file).", scope=C),
+    Option("password-env", str, None, "Read the password from this environment variable "
+           f"(default: ${PASSWORD_ENV} if set).", scope=C),
+    Option("password-file", str, None, "Read the password from this file.", scope=C),
+    Option("tls", bool, False, "Connect with TLS.", scope=C),
+    Option("ca", str, None, "CA certificate file to verify the broker with (--tls).",
+           scope=C),
+    Option("cert", str, None, "Client certificate file (--tls).", scope=C),
+    Option("key", str, None, "Client key file (--tls).", scope=C),
+    Option("client-id", str, None, "Client id prefix; each thread appends its number "
+           "(durable subscriptions and MQTT sessions are keyed by it).", scope=C),
+    Option("connect-retry", int, 0, "Connection attempts to retry at start, with back-off.",
+           scope=C, low=0),
+    # -- the run
+    Option("run-length", float, 0.0, "Seconds to run; 0 = until -mg is reached or Ctrl-C.",
+           short="-rl", field="duration", scope=R, low=0),
+    Option("warmup", float, 0.0, "Seconds of warm-up: written, marked, left out of the "
+           "summary.", short="-sw", scope=R, low=0),
+    Option("interval", float, 5.0, "Seconds per statistics interval.", short="-ss", scope=R),
+    Option("drain", float, 5.0, "Seconds consumers may keep receiving after producers stop.",
+           scope=R, low=0),
+    Option("name", str, "run", "Run name, part of the run directory name.", short="-n",
+           scope=R),
+    Option("output", str, "runs", "Directory that receives the run directory.", short="-o",
+           scope=R),
+    Option("node", str, None, "Node name in output files (default: host name).", scope=R),
+    Option("broker-pid", int, None, "PID of a local broker: its CPU% and CPU ms/msg are "
+           "reported.", scope=R),
+    Option("switch-interval", float, None, "sys.setswitchinterval() seconds in worker "
+           "processes (default: the interpreter's).", scope=R),
+    Option("reorder-window", float, 1.0, "Seconds a missing message may arrive late and "
+           "count as reordered before it counts as lost.", scope=R, low=0),
+    Option("run-id", str, None, "Run id; give every node of a multi-node run the same one, so "
+           "that `harness merge` knows their files belong together (default: a new random "
+           "id).", scope=R),
+    Option("loopback-capacity", float, 0.0, "Simulate a broker that serves this many msg/s "
+           "in all (one FIFO server, messages queue behind it); 0 = as fast as the hand-off.",
+           scope=R, low=0),
+    Option("loopback-delay", float, 0.0, "Milliseconds the simulated broker adds to every "
+           "message (a fixed service or network time).", scope=R, low=0),
+    Option("inject", str, None, "Loopback fault ACTION:DESTINATION:N, ACTION one of "
+           f"{', '.join(FAULT_ACTIONS)}, N the n-th message sent there (repeatable; for "
+           "tests).", field="faults", scope=R, multiple=True,
+           convert=lambda items: [parse_fault(f) for f in items or []]),
+)
+# Options that are read to find the password, then dropped: the group keeps only the secret.
+CREDENTIALS = ("password-env", "password-file")
+
+
+@cache
+def table() -> dict[str, Option]:
+    """Every option by key: the common ones, then each transport's own in turn, an option
+    that several transports declare listed once with all of them."""
+    out = {o.key: o for o in COMMON}
+    for name in TRANSPORTS:
+        try:
+            declared = transport_class(name).options
+        except BadInput:
+            continue  # its client library is missing: using it says which extra to install
+        for option in declared:
+            known = out.get(option.key)
+            if known is None:
+                out[option.key] = _with(option, transports=(name,))
+            elif known.transports and (known.type, known.default) == (option.type,
+                                                                        option.default):
+                out[option.key] = _with(known, transports=(*known.transports, name))
+            else:
+                raise TypeError(f"transport {name} declares --{option.key} unlike "
+                                f"{', '.join(known.transports) or 'the common options'}")
+    return out
+
+
+def _with(option: Option, **changes: Any) -> Option:
+    return replace(option, **changes)
+
+
+def in_scope(*scopes: str) -> list[Option]:
+    return [o for o in table().values() if o.scope in scopes]
+
+
+@cache
+def by_flag() -> dict[str, Option]:
+    """Every spelling (-rt, --thread-rate, --no-clean) -> its option."""
+    out = {}
+    for option in table().values():
+        for flag in option.flags:
+            out[flag] = option
+        if option.negative:
+            out[f"--no-{option.key}"] = option
+    return out
+
+
+def parse_args(args: Iterable[str], where: str) -> dict[str, Any]:
+    """Options given as command-line words (a --group string), by key, each value checked
+    against its type; BadInput names `where` and what is wrong."""
+    values: dict[str, Any] = {}
+    words = list(args)
+    flags = by_flag()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, eq, inline = word.partition("=")
+        option = flags.get(flag)
+        if option is None:
+            raise BadInput(where, f"no such option: {flag}")
+        if option.type is bool and not eq:
+            values[option.key] = not flag.startswith("--no-")
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(words):
+                raise BadInput(where, f"{flag} needs a value")
+            inline, i = words[i + 1], i + 1
+        i += 1
+        try:
+            value = option.value(inline)
+        except ValueError as exc:
+            raise BadInput(option.flag, str(exc)) from None
+        if option.multiple:
+            values.setdefault(option.key, []).extend(value)
+        else:
+            values[option.key] = value
+    return values
+
+
+def split(text: str, where: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise BadInput(where, f"{text!r}: {exc}") from None
+
+
+def field_values(given: dict[str, Any], scopes: tuple[str, ...]) -> dict[str, Any]:
+    """The spec fields of these scopes from options given by key (the rest at their
+    defaults), each converted (sizes into bytes, properties into a dict)."""
+    out = {}
+    for option in in_scope(*scopes):
+        if option.key in CREDENTIALS:
+            continue
+        value = given.get(option.key, option.default)
+        if option.multiple and value is None:
+            value = []
+        if option.convert is not None and value is not None:
+            try:
+                value = option.convert(value)
+            except ValueError as exc:
+                raise BadInput(option.flag, str(exc)) from None
+        out[option.name] = value
+    return out
+
+
+def password(given: dict[str, Any]) -> str | None:
+    """The broker password from --password, --password-env, --password-file or
+    $HARNESS_PASSWORD, in that order."""
+    if given.get("password"):
+        return given["password"]
+    if given.get("password-env"):
+        value = os.environ.get(given["password-env"])
+        if value is None:
+            raise BadInput("--password-env", f"environment variable {given['password-env']} "
+                           "is not set")
+        return value
+    if given.get("password-file"):
+        try:
+            with open(given["password-file"], encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError as exc:
+            raise BadInput("--password-file", f"cannot read {given['password-file']!r}: "
+                           f"{exc.strerror}") from None
+    return os.environ.get(PASSWORD_ENV)
+
+
+SCOPE_TITLES = {"group": "Worker group (each `-g` too)", "connection": "Connection (per group)",
+                "run": "Run"}
+
+
+def markdown_tables() -> str:
+    """The README's flag tables, made from this table (a test keeps the README in step)."""
+    out = []
+    for scope, title in SCOPE_TITLES.items():
+        out += [f"{title}:", "", "| flag | meaning | default | transports |",
+                "| --- | --- | --- | --- |"]
+        for option in in_scope(scope):
+            flags = " ".join(f"`{f}`" for f in option.flags)
+            if option.negative:
+                flags += f" `--no-{option.key}`"
+            default = "" if option.default is None or option.default == "" else \
+                ("on" if option.default else "off") if option.type is bool else \
+                f"`{option.default}`"
+            takes = ", ".join(option.transports) or "all"
+            meaning = option.help.replace("|", "/").replace("<", "&lt;").replace(">", "&gt;")
+            out.append(f"| {flags} | {meaning} | {default} | {takes} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

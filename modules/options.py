@@ -1,0 +1,96 @@
+"""How an option is declared: once, with its flags, type, default and help. The common options
+(harness.spec.options) and each transport's own (its `options`) are declared this way, and the
+run command's flags, profile keys, --set paths and the README's flag table are all made from
+these declarations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SCOPES = ("group", "connection", "run")
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str  # the long flag without dashes, and the key in a profile: "thread-rate"
+    type: type  # str, int, float or bool: what the command line and a profile accept
+    default: Any
+    help: str
+    short: str | None = None  # PerfHarness's short flag: "-rt"
+    field: str = ""  # the GroupSpec / RunSpec field it sets; "": the key with underscores
+    scope: str = "group"  # group, connection (both per group) or run
+    multiple: bool = False  # repeatable: a list of values
+    negative: bool = False  # a bool that also has --no-<key>
+    # Turns what was given into the field's value (a size into bytes), raising ValueError
+    # with the reason; None: the value as typed.
+    convert: Callable[[Any], Any] | None = None
+    low: float | None = None  # the smallest value accepted
+    high: float | None = None  # the largest value accepted
+    transports: tuple[str, ...] = ()  # who takes it; (): every transport
+
+    @property
+    def name(self) -> str:
+        return self.field or self.key.replace("-", "_")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        long = f"--{self.key}"
+        return (self.short, long) if self.short else (long,)
+
+    @property
+    def flag(self) -> str:
+        """How errors name it: the short flag where there is one, as PerfHarness users type."""
+        return self.short or f"--{self.key}"
+
+    def out_of_bounds(self, value: Any) -> str | None:
+        """What is wrong with a value outside low..high, else None."""
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if (self.low is not None and value < self.low) or \
+                (self.high is not None and value > self.high):
+            bound = f">= {self.low:g}" if self.high is None else \
+                f"from {self.low:g} to {self.high:g}"
+            return f"must be {bound}, got {value:g}"
+        return None
+
+    def value(self, given: Any) -> Any:
+        """A value from a profile or from the text of a flag, checked against the type;
+        ValueError says what is wrong."""
+        if self.multiple:
+            if isinstance(given, dict):
+                given = [f"{k}={v}" for k, v in given.items()]
+            items = given if isinstance(given, list) else [given]
+            return [_scalar(self.type, item) for item in items]
+        return _scalar(self.type, given)
+
+
+def _scalar(kind: type, given: Any) -> Any:
+    if isinstance(given, dict | list):
+        raise ValueError(f"must be a single value, got {type(given).__name__}")
+    if kind is bool:
+        if isinstance(given, bool):
+            return given
+        if isinstance(given, str) and given.lower() in ("true", "false"):
+            return given.lower() == "true"
+        raise ValueError(f"must be true or false, got {given!r}")
+    if kind is int:
+        if isinstance(given, int) and not isinstance(given, bool):
+            return given
+        try:
+            return int(str(given).strip())
+        except ValueError:
+            raise ValueError(f"{given!r}: Input should be a valid integer, unable to parse "
+                             "string as an integer") from None
+    if kind is float:
+        if isinstance(given, int | float) and not isinstance(given, bool):
+            return float(given)
+        try:
+            return float(str(given).strip())
+        except ValueError:
+            raise ValueError(f"{given!r}: Input should be a valid number, unable to parse "
+                             "string as a number") from None
+    if isinstance(given, bool):
+        return "true" if given else "false"
+    return str(given)

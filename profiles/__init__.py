@@ -1,0 +1,1 @@
+"""The profiles shipped with harness, installed as package data (`harness profiles list`)."""

@@ -1,0 +1,116 @@
+"""The package's layers: every module imports only from its own layer or the ones below, and
+module-level imports form no circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Lowest first. A module may import from its own layer and every layer before it.
+LAYERS = [
+    ("harness", "harness.errors", "harness.clock", "harness.units"),
+    ("harness.transports",),
+    ("harness.spec",),
+    ("harness.stats",),
+    ("harness.rundir",),
+    ("harness.engine",),
+    ("harness.merge",),
+    ("harness.screen",),
+    ("harness.experiments",),
+    ("harness.cli", "harness.__main__"),
+]
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, -1
+    for index, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, rank = len(name), index
+    return rank
+
+
+def sources() -> dict[str, Path]:
+    """Every module of the installed package by its import name (modules/ installs as
+    harness.transports, as pyproject.toml's package-dir says)."""
+    out = {}
+    for top, package in (("harness", "harness"), ("modules", "harness.transports")):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = path.relative_to(ROOT / top).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join((package, *parts))] = path
+    return out
+
+
+def imports(path: Path, module_level_only: bool) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if module_level_only else list(ast.walk(tree))
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+            # `from harness.cli import run` imports the module harness.cli.run
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    return [(name, line) for name, line in found if name.split(".")[0] in ("harness", "modules")]
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    assert all(layer_of(module) >= 0 for module in sources())
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    known = sources()
+    upward = []
+    for module, path in known.items():
+        for target, line in imports(path, module_level_only=False):
+            if target not in known:
+                continue
+            if layer_of(target) > layer_of(module):
+                upward.append(f"{path.relative_to(ROOT)}:{line}: {module} imports {target}")
+    assert upward == []
+
+
+def test_nothing_imports_the_repository_folder_modules() -> None:
+    bad = [f"{path.relative_to(ROOT)}:{line}" for module, path in sources().items()
+           for target, line in imports(path, module_level_only=False)
+           if target.split(".")[0] == "modules"]
+    assert bad == []
+
+
+def test_module_level_imports_form_no_circle() -> None:
+    known = sources()
+    graph = {m: {t for t, _ in imports(p, module_level_only=True) if t in known and t != m}
+             for m, p in known.items()}
+    state: dict[str, int] = {}
+    path: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                circles.append(" -> ".join([*path[path.index(target):], target]))
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    # A package's __init__ importing its own submodules is not a circle of concepts.
+    circles = [c for c in circles if not all(
+        part.startswith(c.split(" -> ")[0]) for part in c.split(" -> "))]
+    assert circles == []
+
+
+def test_the_layer_test_sees_an_upward_import() -> None:
+    """The check itself works: the engine importing the screen would be caught."""
+    assert layer_of("harness.engine.runner") < layer_of("harness.screen.app")
+    assert layer_of("harness.transports.stomp") < layer_of("harness.spec.options")

@@ -1,0 +1,81 @@
+"""The one option table: the run command, --group strings, profiles and the README all take
+their options from it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from harness.transports import TRANSPORTS, transport_class
+
+from harness.spec.group import GroupSpec, group_spec
+from harness.spec.options import CREDENTIALS, markdown_tables, parse_args, table
+from harness.spec.run import RunSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_readme_flag_tables_are_the_option_table() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("<!-- flags -->\n", 1)[1].split("<!-- /flags -->", 1)[0]
+    assert section == markdown_tables(), "run `python contrib/docs/flags.py`"
+
+
+def test_every_option_sets_a_field_and_every_field_has_an_option() -> None:
+    group_fields = {f.name for f in dataclasses.fields(GroupSpec)}
+    run_fields = {f.name for f in dataclasses.fields(RunSpec)}
+    set_by_options = set()
+    for option in table().values():
+        if option.key in CREDENTIALS:
+            continue
+        if option.transports:
+            assert option.name not in group_fields, option.key  # the transport's, in options
+            continue
+        fields = run_fields if option.scope == "run" else group_fields
+        assert option.name in fields, option.key
+        set_by_options.add(option.name)
+    # fields no flag sets: the transport's options, and what scenarios fill in
+    assert group_fields - set_by_options == {"options", "plan", "size_mix"}
+    assert run_fields - set_by_options == {"groups"}
+
+
+def test_each_transport_declares_its_own_options_in_its_file() -> None:
+    owners = {o.key: o.transports for o in table().values() if o.transports}
+    assert owners["qos"] == ("mqtt",) and owners["heartbeat"] == ("stomp",)
+    for name in TRANSPORTS:
+        for option in transport_class(name).options:
+            assert name in table()[option.key].transports
+
+
+def test_a_group_string_is_parsed_by_the_same_table() -> None:
+    given = parse_args(["-m", "mqtt.Publisher", "-d", "T", "-nt", "3", "--qos=1", "--no-clean",
+                        "--property", "a=1", "--property", "b=2", "-ms", "4k"], "--group")
+    group = group_spec(given)
+    assert (group.module, group.destination, group.threads, group.size) == \
+        ("mqtt.Publisher", "T", 3, 4096)
+    assert group.properties == {"a": "1", "b": "2"}
+    assert group.options["qos"] == 1 and group.options["clean"] is False
+    assert group.options["keepalive"] == 60  # the transport's own default
+    assert "heartbeat_ms" not in group.options  # another transport's option, not given
+
+
+def test_a_transport_whose_client_library_is_missing_names_its_extra(tmp_path, monkeypatch):
+    import sys
+
+    from harness.transports import TRANSPORTS, Entry, transport_class
+
+    from harness.errors import BadInput
+
+    (tmp_path / "needs_missing.py").write_text("import harness_no_such_client_library\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(TRANSPORTS, "absent", Entry("needs_missing:Transport", "absent"))
+    try:
+        transport_class("absent")
+    except BadInput as exc:
+        assert exc.where == "-m"
+        assert "harness_no_such_client_library" in exc.problem
+        assert "pip install 'broker-harness[absent]'" in exc.problem
+    else:
+        raise AssertionError("no error for a missing client library")
+    finally:
+        sys.modules.pop("needs_missing", None)
