@@ -51,6 +51,7 @@ def test_the_wheel_holds_every_package_profile_and_no_top_level_modules(
     shipped = sorted(p.name for p in (ROOT / "profiles").glob("*.yaml"))
     assert sorted(n.split("/")[-1] for n in names
                   if n.startswith("harness/profiles/") and n.endswith(".yaml")) == shipped
+    assert "harness/screen/app.tcss" in names  # the screen's style, package data
     for package in ("transports", "experiments/scenarios", "cli", "engine", "screen"):
         assert f"harness/{package}/__init__.py" in names, package
     python = installed / "python"

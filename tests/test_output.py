@@ -86,3 +86,22 @@ def test_the_harness_floor_is_measured_through_the_run_and_written(loopback_run)
     assert list(floor["processes"]) == ["0"]
     assert 0 < floor["p50"] <= floor["p99"] <= floor["max"]
     assert "harness floor: thread hand-off p50" in loopback_run.stdout
+
+
+def test_a_run_directory_written_before_transport_options_stood_apart_reads_back(
+        loopback_run, harness) -> None:
+    """Manifests of earlier runs hold qos, keepalive ... among the group's fields."""
+    import json
+
+    from harness.rundir.reader import load
+
+    path = loopback_run.run_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for group in manifest["options"]["groups"]:
+        group.pop("options")
+        group.update(qos=0, keepalive=60, heartbeat_ms=0)
+    path.write_text(json.dumps(manifest))
+    recorded = load(loopback_run.run_dir)
+    assert recorded.run.groups[0].options == {"qos": 0, "keepalive": 60, "heartbeat_ms": 0}
+    viewed = harness("view", str(loopback_run.run_dir), "--no-ui", output=False)
+    assert viewed.code == 0, viewed.stderr

@@ -76,7 +76,9 @@ def test_shipped_profiles_load_and_say_what_they_reproduce() -> None:
     for path in shipped:
         profile = load(path)
         assert profile.points
-        assert "seed" in profile.header.lower(), f"{path.name}: header names no seed"
+        header = profile.header.lower()
+        assert "reproduce" in header, f"{path.name}: header says not what it reproduces"
+        assert "seed" not in header, f"{path.name}: cites a source the user does not have"
 
 
 def test_sweep_expands_the_matrix_and_zipped_fields(tmp_path: Path) -> None:
@@ -209,7 +211,7 @@ def _tree(tmp_path: Path) -> Path:
 def test_a_loopback_sweep_writes_the_results_table(harness: Any, tmp_path: Path) -> None:
     path = tmp_path / "sweep.yaml"
     path.write_text(textwrap.dedent(f"""\
-        # a two-point sweep (not a seed experiment)
+        # a two-point sweep (not a reproduced experiment)
         name: tiny
         groups:
           - {{name: pub, module: loopback.Publisher, destination: T, thread-rate: 300}}
@@ -236,7 +238,7 @@ def test_a_loopback_sweep_writes_the_results_table(harness: Any, tmp_path: Path)
 def test_a_search_finds_the_knee_of_a_simulated_broker(harness: Any, tmp_path: Path) -> None:
     path = tmp_path / "search.yaml"
     path.write_text(textwrap.dedent(f"""\
-        # capacity search against a loopback broker of 1,500 msg/s (not a seed experiment)
+        # capacity search against a loopback broker of 1,500 msg/s (not a reproduced experiment)
         name: knee
         groups:
           - {{name: sender, module: loopback.Sender, destination: Q, rate: 300}}

@@ -37,10 +37,10 @@ def profiles_show(
     set_: Annotated[list[str] | None, typer.Option("--set", help="FIELD=VALUE override "
                                                     "(repeatable).")] = None,
 ) -> None:
-    """The profile resolved: its header, and each run it makes with its groups."""
-    import yaml
-
+    """The profile resolved: its header, and each run it makes, every option that differs
+    from its default named by its --set path."""
     from harness.experiments.profile import find_profile, load
+    from harness.spec.options import set_values
 
     loaded = load(find_profile(profile), set_ or [])
     console.print(loaded.header, markup=False, style="dim")
@@ -49,8 +49,11 @@ def profiles_show(
     for point in loaded.points:
         labels = ", ".join(f"{k}={v}" for k, v in point.labels.items()) or "the only point"
         console.print(f"-- point {point.index + 1}: {labels}", markup=False, style="bold")
-        shown = {k: v for k, v in point.data.items() if k in ("groups", "run", "connections")}
-        console.print(yaml.safe_dump(shown, sort_keys=False).rstrip(), markup=False)
+        for group in point.run.groups:
+            for key, value in set_values(group, ("group", "connection")).items():
+                console.print(f"groups.{group.name}.{key} = {value}", markup=False)
+        for key, value in set_values(point.run, ("run",)).items():
+            console.print(f"run.{key} = {value}", markup=False)
 
 
 @profiles_app.command("validate")

@@ -15,7 +15,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import psutil
 
@@ -29,6 +28,15 @@ from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.histogram import encode, fold_many, new_histogram
 from harness.stats.recorder import COUNTERS
+from harness.stats.reports import (
+    DoneReport,
+    GroupPart,
+    IntervalReport,
+    LogReport,
+    Report,
+    StatusReport,
+    StreamEnd,
+)
 from harness.transports import transport_class
 
 # How long after an interval ends the cell waits for a busy worker's hand-off before
@@ -39,7 +47,7 @@ MIN_CPU_SPAN_S = 0.2
 # How long after the stop a thread may take to finish before the cell reports without it.
 STOP_GRACE_S = 10.0
 
-Emit = Callable[[dict[str, Any]], None]
+Emit = Callable[[Report], None]
 
 
 def message_body(group: GroupSpec) -> bytes:
@@ -95,7 +103,7 @@ class Cell:
         self.run = plan.run
         self.control = Control(0, int(self.run.interval * 1e9), int(DRAIN_IDLE_S * 1e9))
         self.outbox: deque[Handoff] = deque()
-        self.streams: list[dict[str, Any]] = []
+        self.streams: list[StreamEnd] = []
         self.workers: list[Worker] = []
         self.collector: threading.Thread | None = None
         self.process = psutil.Process()
@@ -189,8 +197,8 @@ class Cell:
         try:
             worker.prepare()
         except Exception as exc:
-            self.emit({"type": "log", "process": self.plan.process_index,
-                       "message": f"{worker.group.name}: the added thread cannot start: {exc}"})
+            self.emit(LogReport(self.plan.process_index,
+                                f"{worker.group.name}: the added thread cannot start: {exc}"))
             return
         control = self.control
         now = now_ns()
@@ -236,11 +244,11 @@ class Cell:
                 # A thread blocked inside a client library (a broker's flow control holding
                 # a send forever) must not hang the run: report what the others measured.
                 stuck = [w.name for w in self.workers if not w.finished]
-                self.emit({"type": "log", "process": self.plan.process_index,
-                           "message": f"{len(stuck)} thread(s) did not stop within "
-                                      f"{STOP_GRACE_S:g} s, blocked in the client library "
-                                      f"(e.g. by broker flow control): {', '.join(stuck[:5])}; "
-                                      "their last interval is not counted"})
+                self.emit(LogReport(self.plan.process_index,
+                                    f"{len(stuck)} thread(s) did not stop within "
+                                    f"{STOP_GRACE_S:g} s, blocked in the client library "
+                                    f"(e.g. by broker flow control): {', '.join(stuck[:5])}; "
+                                    "their last interval is not counted"))
                 finished = True
             if finished:
                 last = max([index, *pending])
@@ -257,15 +265,13 @@ class Cell:
                 # Tell the controller now, not at the next interval, so a run that ends by
                 # message count does not wait out the interval.
                 producers_done = True
-                self.emit({"type": "status", "process": self.plan.process_index,
-                           "producing": 0})
+                self.emit(StatusReport(self.plan.process_index, 0))
             failures = [w.failure for w in self.workers if w.failure]
             for failure in failures:
                 if failure not in reported_failures:
                     reported_failures.add(failure)
-                    self.emit({"type": "log", "process": self.plan.process_index,
-                               "message": failure})
-        self.emit({"type": "done", "process": self.plan.process_index})
+                    self.emit(LogReport(self.plan.process_index, failure))
+        self.emit(DoneReport(self.plan.process_index))
 
     def _take_handoffs(self, pending: dict[int, _Interval], index: int,
                        groups: list[int]) -> None:
@@ -273,9 +279,8 @@ class Cell:
         while outbox:
             (group, thread), interval, sample = outbox.popleft()
             if sample.streams is not None:
-                self.streams.append({"group": group, "thread": thread,
-                                     "process": self.plan.process_index,
-                                     "positions": sample.streams})
+                self.streams.append(StreamEnd(group, thread, self.plan.process_index,
+                                              sample.streams))
             # A hand-off for an interval already reported goes to the earliest open one.
             interval = max(interval, index)
             slot = pending.get(interval)
@@ -303,15 +308,12 @@ class Cell:
         start = control.start_ns + index * control.interval_ns
         length_ns = control.interval_ns if end_ns is None else \
             min(max(end_ns - start, 0), control.interval_ns)
-        report: dict[str, Any] = {
-            "type": "interval", "process": self.plan.process_index, "pid": os.getpid(),
-            "index": index, "start_ns": start + EPOCH_OFFSET_NS,
-            "length_s": length_ns / 1e9, "final": end_ns is not None,
-            "cpu": self._cpu(), "groups": {},
-        }
+        report = IntervalReport(self.plan.process_index, os.getpid(), index,
+                                start + EPOCH_OFFSET_NS, length_ns / 1e9, end_ns is not None,
+                                self._cpu())
         if end_ns is not None:
-            report["streams"] = self.streams
-            report["floor"] = self.floor.stop()
+            report.streams = self.streams
+            report.floor = self.floor.stop()
         for g in self.plan.group_indexes:
             group = self.run.groups[g]
             histograms: dict[str, str] = {}
@@ -321,9 +323,7 @@ class Cell:
                 clamped += fold_many(histogram, data.values[g].get(metric, ()))
                 histograms[metric] = encode(histogram)
             workers = [w for w in self.workers if w.key[0] == g]
-            report["groups"][g] = {
-                "counters": data.counters[g], "histograms": histograms, "clamped": clamped,
-                "threads_up": sum(w.up for w in workers), "threads": len(workers),
-                "producing": sum(1 for w in workers if w.produces() and not w.finished),
-            }
+            report.groups[g] = GroupPart(
+                data.counters[g], histograms, clamped, sum(w.up for w in workers),
+                len(workers), sum(1 for w in workers if w.produces() and not w.finished))
         self.emit(report)

@@ -17,13 +17,14 @@ from typing import Any
 
 from harness.engine.cell import Cell, CellPlan
 from harness.errors import StartFailure
+from harness.stats.reports import DoneReport, Report
 
 READY_TIMEOUT_S = 120.0
 LIVE_COMMANDS = ("pause", "set_rate", "add_thread")
 
 
 class LocalCell:
-    def __init__(self, plan: CellPlan, reports: queue.Queue[dict[str, Any]]) -> None:
+    def __init__(self, plan: CellPlan, reports: queue.Queue[Report]) -> None:
         self.plan = plan
         self.cell = Cell(plan, reports.put)
 
@@ -58,7 +59,7 @@ def _child_main(plan: CellPlan, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lock = threading.Lock()
 
-    def send(report: dict[str, Any]) -> None:
+    def send(report: Report | dict[str, Any]) -> None:
         with lock:
             try:
                 conn.send(report)
@@ -101,7 +102,7 @@ def _child_main(plan: CellPlan, conn: Connection) -> None:
 
 
 class ChildCell:
-    def __init__(self, plan: CellPlan, reports: queue.Queue[dict[str, Any]]) -> None:
+    def __init__(self, plan: CellPlan, reports: queue.Queue[Report]) -> None:
         self.plan = plan
         self.reports = reports
         context = multiprocessing.get_context("spawn")
@@ -138,11 +139,11 @@ class ChildCell:
             except (EOFError, OSError):
                 break
             self.reports.put(report)
-            if report.get("type") == "done":
+            if isinstance(report, DoneReport):
                 return
-        self.reports.put({"type": "done", "process": self.plan.process_index,
-                          "lost": f"process {self.plan.process_index} ended unexpectedly "
-                                  f"(exit code {self.process.exitcode})"})
+        self.reports.put(DoneReport(self.plan.process_index,
+                                    f"process {self.plan.process_index} ended unexpectedly "
+                                    f"(exit code {self.process.exitcode})"))
 
     def _command(self, command: str, arg: Any = None) -> None:
         with contextlib.suppress(OSError):

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,14 @@ from harness.spec.roles import ROLES, metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.histogram import decode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.reports import (
+    DoneReport,
+    IntervalReport,
+    LogReport,
+    Report,
+    StatusReport,
+    StreamEnd,
+)
 
 START_MARGIN_S = 0.3
 
@@ -115,6 +123,24 @@ def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
     return exclusive
 
 
+@dataclass
+class _Progress:
+    """The run loop's state: what each process has reported so far."""
+
+    live: set[int]  # processes still running
+    pending: dict[int, dict[int, IntervalReport]] = field(default_factory=dict)
+    finals: dict[int, int] = field(default_factory=dict)  # process -> its final interval
+    producing: dict[int, int] = field(default_factory=dict)  # process -> producing threads
+    done: set[int] = field(default_factory=set)
+    streams: list[StreamEnd] = field(default_factory=list)
+    floors: dict[int, str] = field(default_factory=dict)
+    next_index: int = 0  # the next interval to merge and show
+    stopped_by: str = "running"
+    exit_code: int = 0
+    drain_sent: bool = False
+    stop_sent: bool = False
+
+
 class Signals:
     """Ctrl-C and SIGTERM call on_signal: the first asks for a graceful stop, the second for
     an immediate one. Only the main thread may install handlers."""
@@ -149,7 +175,7 @@ class Controller:
         self.started = time.time()
         self.run_dir = make_run_dir(run.output, run.name, self.started)
         self.plans = plan_cells(run, self.run_id)
-        self.reports: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.reports: queue.Queue[Report] = queue.Queue()
         cell_type = LocalCell if len(self.plans) == 1 and not isolate else ChildCell
         self.cells = [cell_type(plan, self.reports) for plan in self.plans]
         self.stop_requests = 0
@@ -161,6 +187,7 @@ class Controller:
         self.commands: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
         self.events: list[dict[str, Any]] = []
         self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+        self.has_producers = any(ROLES[g.role].produces for g in run.groups)
         self.stats = RunStats(run, self.metrics)
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
         self.manifest: dict[str, Any] = {
@@ -193,26 +220,26 @@ class Controller:
             return "drain"
         return "measure"
 
-    def _write(self, writer: RunWriter, report: dict[str, Any], phase: str,
+    def _write(self, writer: RunWriter, report: IntervalReport, phase: str,
                start: float) -> None:
-        base = record_base(self.run_id, self.run.node, report["process"], report["index"],
-                           start, report["length_s"], phase)
-        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report["pid"],
-                                          "cpu": report["cpu"]}]
+        base = record_base(self.run_id, self.run.node, report.process, report.index,
+                           start, report.length_s, phase)
+        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
+                                          "cpu": report.cpu}]
         hlog = []
-        for g, part in report["groups"].items():
+        for g, part in report.groups.items():
             name = self.run.groups[g].name
-            records.append({"type": "counters", **base, "group": name, **part["counters"],
-                            "threads": part["threads"], "threads_up": part["threads_up"],
-                            "clamped": part["clamped"]})
-            for metric, encoded in part["histograms"].items():
+            records.append({"type": "counters", **base, "group": name, **part.counters,
+                            "threads": part.threads, "threads_up": part.threads_up,
+                            "clamped": part.clamped})
+            for metric, encoded in part.histograms.items():
                 histogram = decode(encoded)
                 count = histogram.get_total_count()
                 records.append({"type": "histogram", **base, "group": name,
                                 "tag": f"{name}.{metric}", "count": count,
                                 "max": histogram.get_max_value() if count else 0,
                                 "hist": encoded})
-                hlog.append((f"{name}.{metric}", start, report["length_s"],
+                hlog.append((f"{name}.{metric}", start, report.length_s,
                              histogram.get_max_value() if count else 0, encoded))
         writer.write_interval(records, hlog)
 
@@ -307,6 +334,28 @@ class Controller:
 
     def measure(self) -> RunResult:
         """Run the prepared cells to the end and write the run directory."""
+        writer = self._begin()
+        progress = _Progress(live={p.process_index for p in self.plans})
+        while len(progress.done) < len(self.cells):
+            if self.stop_requests >= 2:
+                progress.stopped_by, progress.exit_code = "second interrupt", 130
+                for cell in self.cells:
+                    cell.stop()
+                    cell.kill()
+                break
+            self._steer(progress, writer, time.time())
+            try:
+                report = self.reports.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._receive(report, progress, writer)
+        self._emit_complete(progress, writer, flush=True)
+        for cell in self.cells:
+            cell.join(2.0)
+        return self._finish(progress, writer)
+
+    def _begin(self) -> RunWriter:
+        """Start every cell on a common clock a little in the future."""
         run = self.run
         start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
         self.start_s = start_ns / 1e9
@@ -319,119 +368,103 @@ class Controller:
         self._broker_cpu()
         for cell in self.cells:
             cell.start(start_ns)
+        return writer
 
-        interval = run.interval
-        has_producers = any(ROLES[g.role].produces for g in run.groups)
-        pending: dict[int, dict[int, dict[str, Any]]] = {}
-        finals: dict[int, int] = {}  # process -> index of its final interval
-        live = {p.process_index for p in self.plans}
-        producing: dict[int, int] = {}
-        next_index = 0
-        stopped_by = "running"
-        drain_sent = stop_sent = False
-        exit_code = 0
-        done: set[int] = set()
-        streams: list[dict[str, Any]] = []
-        floors: dict[int, str] = {}
-        while len(done) < len(self.cells):
-            now = time.time()
-            if self.stop_requests >= 2:
-                stopped_by = "second interrupt"
-                exit_code = 130
-                for cell in self.cells:
-                    cell.stop()
-                    cell.kill()
-                break
-            if self.stop_at is None:
-                self._apply_commands(writer)
-                if self.stop_requests == 1:
-                    self.stop_at, stopped_by = now, "interrupt"
-                elif run.duration and now >= self.start_s + run.duration:
-                    self.stop_at, stopped_by = self.start_s + run.duration, "run length"
-                elif has_producers and producing and len(producing) == len(live) and \
-                        sum(producing.values()) == 0:
-                    self.stop_at, stopped_by = now, "message count"
-                if self.stop_at is not None:
-                    self.manifest["producers_stopped"] = self.stop_at
-                    self._broadcast("drain")
-                    drain_sent = True
-            if drain_sent and not stop_sent and now >= (self.stop_at or now) + run.drain:
-                self._broadcast("stop")
-                stop_sent = True
-            try:
-                report = self.reports.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            kind = report["type"]
-            process = report.get("process", -1)
-            if kind == "status":
-                producing[process] = report["producing"]
-            elif kind == "log":
-                self.on_log(f"process {process}: {report['message']}")
-            elif kind == "done":
-                done.add(process)
-                if "lost" in report:
-                    self.on_log(report["lost"])
-                    exit_code = exit_code or 1
-                live.discard(process)
-                finals.setdefault(process, -1)
-            elif kind == "interval":
-                index = report["index"]
-                start = self.start_s + index * interval
-                phase = self._phase(start, self.stop_at)
-                self._write(writer, report, phase, start)
-                pending.setdefault(index, {})[process] = report
-                producing[process] = sum(g["producing"] for g in report["groups"].values())
-                if report["final"]:
-                    finals[process] = index
-                    streams.extend(report.get("streams", ()))
-                    if "floor" in report:
-                        floors[process] = report["floor"]
-                next_index = self._emit_complete(pending, finals, next_index, writer)
-        next_index = self._emit_complete(pending, finals, next_index, writer, flush=True)
-        for cell in self.cells:
-            cell.join(2.0)
-        if exit_code == 0:
-            for group, tail in self.stats.reconcile(streams).items():
+    def _steer(self, progress: _Progress, writer: RunWriter, now: float) -> None:
+        """Live changes, and the stop: at the run length, on a request, or once every
+        producer has sent its -mg messages; then drain, then stop."""
+        run = self.run
+        assert self.start_s is not None
+        if self.stop_at is None:
+            self._apply_commands(writer)
+            producing = progress.producing
+            if self.stop_requests == 1:
+                self.stop_at, progress.stopped_by = now, "interrupt"
+            elif run.duration and now >= self.start_s + run.duration:
+                self.stop_at, progress.stopped_by = self.start_s + run.duration, "run length"
+            elif self.has_producers and producing and len(producing) == len(progress.live) \
+                    and sum(producing.values()) == 0:
+                self.stop_at, progress.stopped_by = now, "message count"
+            if self.stop_at is not None:
+                self.manifest["producers_stopped"] = self.stop_at
+                self._broadcast("drain")
+                progress.drain_sent = True
+        if progress.drain_sent and not progress.stop_sent and \
+                now >= (self.stop_at or now) + run.drain:
+            self._broadcast("stop")
+            progress.stop_sent = True
+
+    def _receive(self, report: Report, progress: _Progress, writer: RunWriter) -> None:
+        if isinstance(report, StatusReport):
+            progress.producing[report.process] = report.producing
+        elif isinstance(report, LogReport):
+            self.on_log(f"process {report.process}: {report.message}")
+        elif isinstance(report, DoneReport):
+            progress.done.add(report.process)
+            if report.lost is not None:
+                self.on_log(report.lost)
+                progress.exit_code = progress.exit_code or 1
+            progress.live.discard(report.process)
+            progress.finals.setdefault(report.process, -1)
+        else:
+            assert self.start_s is not None
+            start = self.start_s + report.index * self.run.interval
+            self._write(writer, report, self._phase(start, self.stop_at), start)
+            progress.pending.setdefault(report.index, {})[report.process] = report
+            progress.producing[report.process] = report.producing
+            if report.final:
+                progress.finals[report.process] = report.index
+                progress.streams.extend(report.streams)
+                if report.floor is not None:
+                    progress.floors[report.process] = report.floor
+            self._emit_complete(progress, writer)
+
+    def _finish(self, progress: _Progress, writer: RunWriter) -> RunResult:
+        """The reconciliation, summary.json and the manifest's last word."""
+        run = self.run
+        if progress.exit_code == 0:
+            for group, tail in self.stats.reconcile(progress.streams).items():
                 writer.write_interval([{"type": "reconciliation", "v": SCHEMA_VERSION,
                                         "run": self.run_id, "node": run.node, "group": group,
                                         "lost_at_tail": tail}], [])
         writer.close()
         end = time.time()
         summary = self.stats.summary()
-        summary.update(run_id=self.run_id, node=run.node, stopped_by=stopped_by,
+        summary.update(run_id=self.run_id, node=run.node, stopped_by=progress.stopped_by,
                        start=self.start_s, end=end)
-        if floors:
-            summary["floor"] = self.manifest["floor"] = floor_summary(floors)
+        if progress.floors:
+            summary["floor"] = self.manifest["floor"] = floor_summary(progress.floors)
         write_json_atomic(self.run_dir / "summary.json", summary)
-        self.manifest.update(status="complete" if exit_code == 0 else "incomplete",
-                             stopped_by=stopped_by, end=end, intervals=self.stats.intervals)
+        self.manifest.update(status="complete" if progress.exit_code == 0 else "incomplete",
+                             stopped_by=progress.stopped_by, end=end,
+                             intervals=self.stats.intervals)
         if self.events:
             self.manifest["events"] = self.events
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
-        return RunResult(self.run_dir, summary, exit_code, stopped_by)
+        return RunResult(self.run_dir, summary, progress.exit_code, progress.stopped_by)
 
-    def _emit_complete(self, pending: dict[int, dict[int, dict[str, Any]]],
-                       finals: dict[int, int], next_index: int, writer: RunWriter,
-                       flush: bool = False) -> int:
+    def _emit_complete(self, progress: _Progress, writer: RunWriter,
+                       flush: bool = False) -> None:
         """Merge and show every interval that all processes have reported, in order."""
+        assert self.start_s is not None
         processes = {p.process_index for p in self.plans}
-        while next_index in pending:
-            reports = pending[next_index]
-            expected = {p for p in processes if finals.get(p, 1 << 62) >= next_index}
+        pending = progress.pending
+        while progress.next_index in pending:
+            index = progress.next_index
+            reports = pending[index]
+            expected = {p for p in processes if progress.finals.get(p, 1 << 62) >= index}
             if not flush and not expected <= reports.keys():
                 break
-            start = self.start_s + next_index * self.run.interval
+            start = self.start_s + index * self.run.interval
             broker_cpu = self._broker_cpu()
-            view = self.stats.merge(next_index, start - self.start_s,
+            view = self.stats.merge(index, start - self.start_s,
                                     self._phase(start, self.stop_at), list(reports.values()),
                                     broker_cpu)
             if broker_cpu is not None:
                 writer.write_interval([{"type": "broker", "v": SCHEMA_VERSION,
                                         "run": self.run_id, "node": self.run.node,
-                                        "interval": next_index, "start": start,
+                                        "interval": index, "start": start,
                                         "pid": self.run.broker_pid, "cpu": broker_cpu}], [])
-            del pending[next_index]
+            del pending[index]
             self.on_interval(view)
-            next_index += 1
-        return next_index
+            progress.next_index += 1

@@ -583,7 +583,7 @@ def _check_scenario(data: dict[str, Any], check: _Checker) -> None:
     connection = raw.get("connection", "local")
     if connection not in (data.get("connections") or {}):
         check.add(("scenario", "connection"), f"no connection named {connection!r}")
-    # The seed: only the freeform topology lets counts, rates and interactions be chosen.
+    # SPECjms2007: only the freeform topology lets counts, rates and interactions be chosen.
     for key in ("locations", "rates", "interactions"):
         if key in raw and topology != "freeform":
             check.add(("scenario", key), f"the {topology} topology sets {key} from BASE and "

@@ -5,7 +5,7 @@ that a replay, a table or a model shows exactly the numbers the run showed."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.recorder import COUNTERS
+from harness.stats.reports import GroupPart, IntervalReport
 
 
 @dataclass
@@ -31,8 +32,21 @@ class RecordedRun:
 
 def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
     options = dict(manifest["options"])
-    groups = [GroupSpec(**g) for g in options.pop("groups")]
-    return RunSpec(groups=groups, **options)
+    groups = [_group(g) for g in options.pop("groups")]
+    known = {f.name for f in fields(RunSpec)}
+    return RunSpec(groups=groups, **{k: v for k, v in options.items() if k in known})
+
+
+_GROUP_FIELDS = {f.name for f in fields(GroupSpec)}
+
+
+def _group(recorded: dict[str, Any]) -> GroupSpec:
+    """A group as a manifest recorded it; runs written before transports kept their own
+    options apart hold them among the group's fields."""
+    values = {k: v for k, v in recorded.items() if k in _GROUP_FIELDS}
+    values["options"] = {**{k: v for k, v in recorded.items() if k not in _GROUP_FIELDS},
+                         **(recorded.get("options") or {})}
+    return GroupSpec(**values)
 
 
 def load(run_dir: Path) -> RecordedRun:
@@ -53,7 +67,7 @@ def load(run_dir: Path) -> RecordedRun:
     names = {g.name: i for i, g in enumerate(run.groups)}
     metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
     # interval -> (node, process) -> report, shaped as a cell's interval report
-    intervals: dict[int, dict[tuple[str, int], dict[str, Any]]] = {}
+    intervals: dict[int, dict[tuple[str, int], IntervalReport]] = {}
     starts: dict[int, tuple[float, str]] = {}
     broker: dict[int, float] = {}
     raw_events: list[dict[str, Any]] = []
@@ -75,23 +89,22 @@ def load(run_dir: Path) -> RecordedRun:
             if kind not in ("process", "counters", "histogram"):
                 continue
             index = record["interval"]
-            report = intervals.setdefault(index, {}).setdefault(
-                (record["node"], record["process"]),
-                {"process": record["process"], "length_s": record["length"], "cpu": 0.0,
-                 "groups": {}})
+            report = intervals.setdefault(index, {}).get((record["node"], record["process"]))
+            if report is None:
+                report = intervals[index][record["node"], record["process"]] = IntervalReport(
+                    record["process"], 0, index, 0, record["length"], False, 0.0)
             starts.setdefault(index, (record["start"], record["phase"]))
             if kind == "process":
-                report["cpu"] = record["cpu"]
+                report.cpu = record["cpu"]
                 continue
             g = names[record["group"]]
-            part = report["groups"].setdefault(g, {"counters": {}, "histograms": {},
-                                                   "threads_up": 0, "threads": 0,
-                                                   "producing": 0})
+            part = report.groups.setdefault(g, GroupPart({}, {}, 0, 0, 0, 0))
             if kind == "counters":
-                part["threads_up"], part["threads"] = record["threads_up"], record["threads"]
-                part["counters"] = {k: record.get(k, 0) for k in COUNTERS}
+                part.threads_up, part.threads = record["threads_up"], record["threads"]
+                part.counters = {k: record.get(k, 0) for k in COUNTERS}
+                part.clamped = record.get("clamped", 0)
             else:
-                part["histograms"][record["tag"][len(record["group"]) + 1:]] = record["hist"]
+                part.histograms[record["tag"][len(record["group"]) + 1:]] = record["hist"]
     origin = manifest.get("start") or min((s for s, _ in starts.values()), default=0.0)
     stats = RunStats(run, metrics)
     views = []

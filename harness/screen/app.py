@@ -15,6 +15,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, RichLog, Static
 
@@ -43,8 +44,6 @@ def _clock(seconds: float) -> str:
 class NinesPlot(Widget):
     """Latency against percentile on a nines axis, for the selected group."""
 
-    DEFAULT_CSS = "NinesPlot { width: 1fr; height: 1fr; }"
-
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.points: list[tuple[float, int]] = []
@@ -63,18 +62,8 @@ class RunApp(App[None]):
     """The run screen; `feed` decides whether it is live or a replay."""
 
     TITLE = "harness"
-    CSS = """
-    #top { height: 2; padding: 0 1; background: $boost; }
-    #groups { height: auto; max-height: 12; }
-    #detail { height: 16; }
-    #left { width: 62; }
-    #percentiles { height: auto; }
-    #spark-label { height: 1; padding: 0 1; }
-    #spark { height: 3; margin: 0 1; }
-    #plot { padding: 0 1; }
-    #cpu { height: 1; padding: 0 1; }
-    #log { height: 1fr; min-height: 4; border-top: solid $primary; }
-    """
+    selected: reactive[str] = reactive("", init=False)  # the group whose detail is shown
+    CSS_PATH = "app.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "stop", "Stop / quit"),
         Binding("ctrl+c", "stop", "Stop", show=False, priority=True),
@@ -95,7 +84,7 @@ class RunApp(App[None]):
         super().__init__()
         self.feed = feed
         self.close_when_done = close_when_done
-        self.selected = next(iter(feed.board.groups))
+        self.set_reactive(RunApp.selected, next(iter(feed.board.groups)))
         self.stops = 0
         self.screenshots: list[str] = []
         self.log_lines: list[str] = []
@@ -206,7 +195,9 @@ class RunApp(App[None]):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
             self.selected = event.row_key.value
-            self._draw_detail(self.feed.board.groups[self.selected])
+
+    def watch_selected(self, selected: str) -> None:
+        self._draw_detail(self.feed.board.groups[selected])
 
     def action_stop(self) -> None:
         feed = self.feed

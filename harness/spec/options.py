@@ -251,6 +251,25 @@ def field_values(given: dict[str, Any], scopes: tuple[str, ...]) -> dict[str, An
     return out
 
 
+def set_values(spec: Any, scopes: tuple[str, ...]) -> dict[str, Any]:
+    """The options of a group or run that differ from their defaults, by key: what a
+    profile resolved to, as --set paths name it. The password is never shown."""
+    defaults = field_values({}, scopes)
+    out = {}
+    for option in in_scope(*scopes):
+        if option.key in CREDENTIALS or option.key == "password":
+            continue
+        if option.transports:
+            if option.name not in spec.options:
+                continue
+            value = spec.options[option.name]
+        else:
+            value = getattr(spec, option.name)
+        if value != defaults[option.name]:
+            out[option.key] = value
+    return out
+
+
 def password(given: dict[str, Any]) -> str | None:
     """The broker password from --password, --password-env, --password-file or
     $HARNESS_PASSWORD, in that order."""

@@ -18,6 +18,7 @@ from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 from harness.stats.histogram import add_encoded, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
+from harness.stats.reports import IntervalReport, StreamEnd
 
 # The ActiveMQ paper's rule: above this a client may itself be the bottleneck.
 CLIENT_CPU_LIMIT = 75.0
@@ -86,27 +87,27 @@ class RunStats:
         self.intervals = 0
         self.tails: dict[str, int] = {}
 
-    def merge(self, index: int, start: float, phase: str, reports: list[dict[str, Any]],
+    def merge(self, index: int, start: float, phase: str, reports: list[IntervalReport],
               broker_cpu: float | None) -> IntervalView:
         """Merge one interval's reports from every process, and add it to the totals."""
-        length = max((r["length_s"] for r in reports), default=0.0)
+        length = max((r.length_s for r in reports), default=0.0)
         views: dict[str, GroupInterval] = {}
         for g, totals in enumerate(self.groups):
-            parts = [r["groups"][g] for r in reports if g in r["groups"]]
+            parts = [r.groups[g] for r in reports if g in r.groups]
             if not parts:
                 continue
             counters = dict.fromkeys(COUNTERS, 0)
             histograms = {m: new_histogram() for m in totals.metrics}
             for part in parts:
-                for name, value in part["counters"].items():
+                for name, value in part.counters.items():
                     counters[name] += value
                     totals.everything[name] += value
-                for metric, text in part["histograms"].items():
+                for metric, text in part.histograms.items():
                     add_encoded(histograms[metric], text)
-            cpu = max(r["cpu"] for r in reports if g in r["groups"])
+            cpu = max(r.cpu for r in reports if g in r.groups)
             views[totals.spec.name] = GroupInterval(
-                totals.spec.role, counters, histograms, sum(p["threads_up"] for p in parts),
-                sum(p["threads"] for p in parts), sum(p["producing"] for p in parts), cpu)
+                totals.spec.role, counters, histograms, sum(p.threads_up for p in parts),
+                sum(p.threads for p in parts), sum(p.producing for p in parts), cpu)
             if phase != "warmup":
                 for name, value in counters.items():
                     totals.counters[name] += value
@@ -116,7 +117,7 @@ class RunStats:
                     if histogram.get_total_count():
                         totals.histograms[metric].add(histogram)
                 totals.cpu.append(cpu)
-        cpu_max = max((r["cpu"] for r in reports), default=0.0)
+        cpu_max = max((r.cpu for r in reports), default=0.0)
         if phase == "measure":
             self.measured_seconds += length
         if phase != "warmup":
@@ -177,7 +178,7 @@ class RunStats:
             }
         return result
 
-    def reconcile(self, streams: list[dict[str, Any]]) -> dict[str, int]:
+    def reconcile(self, streams: list[StreamEnd]) -> dict[str, int]:
         """Add to each consumer group's lost what no sequence gap could show: the messages
         after the last one it saw from each producer. Returns the addition per group.
 
@@ -185,23 +186,23 @@ class RunStats:
         -mg); a consumer expects every producer sending to its destination (in its own process
         on the loopback broker, whose broker is per process).
         """
-        produced = [s for s in streams if ROLES[self.run.groups[s["group"]].role].produces]
+        produced = [s for s in streams if ROLES[self.run.groups[s.group].role].produces]
         tails: dict[str, int] = {}
         for seen in streams:
-            spec = self.run.groups[seen["group"]]
+            spec = self.run.groups[seen.group]
             if spec.role not in ("Receiver", "Subscriber") or spec.messages or spec.selector \
                     or spec.destination_max is not None:
                 continue
             tail = 0
             for source in produced:
-                producer = self.run.groups[source["group"]]
+                producer = self.run.groups[source.group]
                 if producer.role not in ("Sender", "Publisher") or \
                         (producer.transport, producer.destination) != \
                         (spec.transport, spec.destination) or \
-                        (spec.embedded and source["process"] != seen["process"]):
+                        (spec.embedded and source.process != seen.process):
                     continue
-                for producer_id, count in source["positions"].items():
-                    tail += max(count - seen["positions"].get(producer_id, 0), 0)
+                for producer_id, count in source.positions.items():
+                    tail += max(count - seen.positions.get(producer_id, 0), 0)
             tails[spec.name] = tails.get(spec.name, 0) + tail
         for totals in self.groups:
             tail = tails.get(totals.spec.name, 0)

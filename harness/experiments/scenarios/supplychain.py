@@ -73,7 +73,7 @@ SUPPLIER = {"callForOffers", "offer", "pOrder", "pOrderConf", "pShipInfo", "pShi
             "invoice"}
 
 # The business model's rates (interactions started a second, per starting location) at
-# BASE 1, chosen so that the delivered mix meets the seed's targets (see mix_targets).
+# BASE 1, chosen so that the delivered mix meets the SPECjms2007 paper's targets (see mix_targets).
 RATES = {"order": 1.0, "inventory": 1.0, "sales-stats": 6.2, "call-for-offers": 1.0,
          "price-update": 3.3, "announcement": 5.55, "hot-list": 5.55}
 HORIZONTAL = {"dc": 1, "sm": 5, "sp": 4, "families": 2}  # per BASE

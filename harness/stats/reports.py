@@ -1,0 +1,70 @@
+"""What a cell (the groups of one process) tells the controller, as typed records: they
+cross from child processes through a pipe, so they are plain picklable dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class GroupPart:
+    """One group's share of one interval in one process."""
+
+    counters: dict[str, int]
+    histograms: dict[str, str]  # metric -> HdrHistogram's compressed base64
+    clamped: int  # values outside the histogram's range, clamped into it
+    threads_up: int
+    threads: int
+    producing: int  # threads still producing
+
+
+@dataclass
+class StreamEnd:
+    """Where a thread's streams stood at the end: a producer's messages sent, or what a
+    sequence-checked consumer last saw of each producer."""
+
+    group: int
+    thread: int
+    process: int
+    positions: dict[str, int]  # producer id -> messages
+
+
+@dataclass
+class IntervalReport:
+    process: int
+    pid: int
+    index: int
+    start_ns: int  # epoch ns
+    length_s: float
+    final: bool
+    cpu: float  # % of one core
+    groups: dict[int, GroupPart] = field(default_factory=dict)
+    streams: list[StreamEnd] = field(default_factory=list)  # with the final report
+    floor: str | None = None  # the floor probe's histogram, with the final report
+
+    @property
+    def producing(self) -> int:
+        return sum(part.producing for part in self.groups.values())
+
+
+@dataclass
+class StatusReport:
+    """Sent as soon as a process's producers have all finished."""
+
+    process: int
+    producing: int
+
+
+@dataclass
+class LogReport:
+    process: int
+    message: str
+
+
+@dataclass
+class DoneReport:
+    process: int
+    lost: str | None = None  # why the process ended without reporting its end
+
+
+Report = IntervalReport | StatusReport | LogReport | DoneReport
