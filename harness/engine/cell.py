@@ -20,6 +20,7 @@ import psutil
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns, to_monotonic
 from harness.engine.floor import FloorProbe
+from harness.engine.handlers import HANDLERS
 from harness.engine.roles import WORKERS
 from harness.engine.worker import Control, Handoff, Worker, WorkerSetup
 from harness.errors import StartFailure
@@ -123,7 +124,7 @@ class Cell:
                             self.outbox, transport_class(group.transport)(settings),
                             self.bodies[g], self.plan.exclusive.get(g, False),
                             int(run.reorder_window * 1e9), copy)
-        return WORKERS[group.role](setup)
+        return (WORKERS.get(group.role) or HANDLERS[group.role])(setup)
 
     # -- lifecycle, called by the controller
     def prepare(self) -> None:

@@ -12,14 +12,13 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
 
 from __future__ import annotations
 
-import random
 import threading
 import zlib
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
 from harness.transports.base import TransportError
-from harness.transports.message import Destination, Message
+from harness.transports.message import Message
 
 
 class _Producer(Worker):
@@ -79,7 +78,7 @@ class Publisher(_Producer):
     """Publishes to a topic."""
 
 
-class _Consumer(Worker):
+class Consumer(Worker):
     """Measures every message it receives. Where the transport has a network thread of its
     own, messages are measured on that thread as they arrive (push) and this thread only
     watches the flags and the interval clock; otherwise this thread receives them (pull)."""
@@ -173,15 +172,15 @@ class _Consumer(Worker):
         return True
 
 
-class Receiver(_Consumer):
+class Receiver(Consumer):
     """Receives from a queue."""
 
 
-class Subscriber(_Consumer):
+class Subscriber(Consumer):
     """Subscribes to a topic."""
 
 
-class Responder(_Consumer):
+class Responder(Consumer):
     """Receives requests from a queue and replies to each request's reply-to destination."""
 
     def push_safe(self) -> bool:
@@ -200,80 +199,6 @@ class Responder(_Consumer):
             rec.errors += 1
             return
         rec.sent += 1
-
-
-class Handler(_Consumer):
-    """A scenario's event handler: consumes one destination and, for each message, sends
-    what its plan says (the interaction's next steps) to destinations named from the routing
-    fields the message carries in its correlation id ("sm=3,dc=1")."""
-
-    def prepare(self) -> None:
-        super().prepare()
-        self.location = self.group.thread_number(self.setup.copy, self.setup.thread_index)
-        self.sequences: dict[str, int] = {}
-        self.seen_calls: set[str] = set()
-        rng = random.Random(hash(self.producer_id))
-        self.random = rng
-        self.bodies = {}
-        for action in self.group.plan or ():
-            for size, _ in action["sizes"]:
-                if size not in self.bodies:
-                    self.bodies[size] = _text_body(action["type"], size, rng)
-
-    def push_safe(self) -> bool:
-        # A persistent send waits for the broker's receipt, which arrives on the network thread.
-        return not any(a["persistent"] for a in self.group.plan or ())
-
-    def handle(self, message: Message) -> None:
-        routing = dict(field.split("=", 1) for field in (message.correlation_id or "").split(",")
-                       if "=" in field)
-        routing["self"] = str(self.location)
-        routing["msg"] = f"{message.producer}:{message.seq}"
-        rec = self.rec
-        for action in self.group.plan or ():
-            once = action.get("once_per")
-            if once:
-                key = routing.get(once, "")
-                if key in self.seen_calls:
-                    continue
-                self.seen_calls.add(key)
-            fan = int(routing.get(action["fanout"], 1)) if action.get("fanout") else 1
-            for copy in range(fan):
-                fields = {**routing, "copy": str(copy + 1), **{
-                    k: v.format(**routing, copy=copy + 1) for k, v in
-                    action.get("set", {}).items()}}
-                name = action["to"].format(**fields)
-                destination = Destination(action["kind"], name)
-                sizes = action["sizes"]
-                size = sizes[0][0] if len(sizes) == 1 else \
-                    self.random.choices([z for z, _ in sizes], [w for _, w in sizes])[0]
-                producer = f"{self.producer_id}>{name}"
-                seq = self.sequences.get(name, 0)
-                self.sequences[name] = seq + 1
-                now = now_ns() + EPOCH_OFFSET_NS
-                keep = action.get("carry", ())
-                correlation = ",".join(f"{k}={fields[k]}" for k in keep if k in fields)
-                reply = Message(self.bodies[size], producer, seq, message.ts, now, None, None,
-                                correlation, None, action["persistent"])
-                try:
-                    self.transport.send(destination, reply)
-                except TransportError:
-                    rec.errors += 1
-                    continue
-                rec.sent += 1
-                rec.bytes += size
-
-
-class TopicHandler(Handler):
-    """A scenario's event handler subscribed to a topic."""
-
-
-def _text_body(kind: str, size: int, rng: random.Random) -> bytes:
-    """A printable body of the given size, an XML document for the supplier messages."""
-    head, tail = f"<{kind}><items>".encode(), f"</items></{kind}>".encode()
-    filler = bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz0123456789")
-                   for _ in range(max(size - len(head) - len(tail), 0)))
-    return (head + filler + tail)[:size] if size >= len(head) + len(tail) else filler[:size]
 
 
 class Requestor(Worker):
@@ -345,9 +270,8 @@ class Requestor(Worker):
             seq += 1
 
 
-# The thread class that plays each role of harness.spec.roles.ROLES.
+# The thread class that plays each of the six roles of harness.spec.roles.ROLES.
 WORKERS: dict[str, type[Worker]] = {
     "Sender": Sender, "Receiver": Receiver, "Publisher": Publisher, "Subscriber": Subscriber,
-    "Requestor": Requestor, "Responder": Responder, "Handler": Handler,
-    "TopicHandler": TopicHandler,
+    "Requestor": Requestor, "Responder": Responder,
 }
