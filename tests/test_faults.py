@@ -57,3 +57,20 @@ def test_competing_consumers_are_balanced_per_destination(harness):
     assert result.code == 0, result.stderr
     (delivery,) = result.summary["delivery"]
     assert delivery["expected"] == 800 and delivery["missing"] == 1
+
+
+def test_loss_is_counted_once_in_a_results_table(harness):
+    """The consumer's sequence gaps and the destination's delivery check see the same two
+    dropped messages: the table and a search's loss criterion count them once."""
+    from harness.experiments.results import row
+    from harness.rundir.reader import load
+
+    result = harness("run", "-m", "loopback.Sender", "-d", "D", *COMMON,
+                     "-g", "-m loopback.Receiver -d D", "--inject", "drop:D:50",
+                     "--inject", "drop:D:51")
+    assert result.code == 0, result.stderr
+    assert result.summary["groups"]["receiver"]["lost"] == 2
+    assert result.summary["delivery"][0]["missing"] == 2
+    recorded = load(result.run_dir)
+    table_row = row(recorded.run, result.summary, recorded.views, "dispatched", None, {})
+    assert table_row["lost"] == 2

@@ -85,7 +85,9 @@ def test_mosquitto_drops_qos0_for_a_slow_subscriber_and_the_harness_reports_it(h
     assert subscriber["lost"] == sent - subscriber["received"]
     (delivery,) = result.summary["delivery"]
     assert delivery["missing"] == subscriber["lost"]
-    assert "lost=" in result.stdout
+    # Drops show where they were seen: in interval lines (gaps) or, when Mosquitto dropped the
+    # stream's tail, only in the delivery check the summary prints.
+    assert f"missing {delivery['missing']}" in result.stdout
 
 
 def test_messages_from_other_clients_are_counted_as_foreign_never_timed(harness, brokers,

@@ -1,4 +1,5 @@
 import itertools
+import json
 import math
 
 import pytest
@@ -61,3 +62,37 @@ def test_a_1000_per_second_run_holds_the_rate_every_second_and_does_not_drift(ha
     # than the first message at t=0 and the last one before t=30 s allow.
     assert sum(sent.values()) == 30_000
     assert result.summary["groups"]["receiver"]["received"] == 30_000
+
+
+def test_the_threads_of_a_group_are_spread_over_the_schedule():
+    """Thread k of N runs k/N of a gap behind the first: together they send evenly."""
+    n, rate = 20, 50.0
+    schedules = [Schedule(start_ns=0, rate=rate, phase=k / n) for k in range(n)]
+    times = sorted(s.next_ns() for s in schedules for _ in range(10))
+    gaps = {b - a for a, b in itertools.pairwise(times)}
+    gap = 1e9 / (n * rate)
+    assert all(abs(g - gap) <= 1 for g in gaps), sorted(gaps)[:3]
+
+
+def test_poisson_arrivals_repeat_with_the_same_seed():
+    def draw(seed: str) -> list[int]:
+        schedule = Schedule(start_ns=0, rate=1000.0, poisson=True, seed=seed)
+        return [schedule.next_ns() for _ in range(50)]
+
+    assert draw("0:node:sender:0:0") == draw("0:node:sender:0:0")
+    assert draw("0:node:sender:0:0") != draw("1:node:sender:0:0")
+
+
+def test_twenty_threads_at_50_per_second_measure_as_one_at_1000(harness, tmp_path):
+    """Threads in lock-step would send in bursts of 20 and queue behind each other."""
+    p50 = {}
+    for threads, rate in ((1, 1000), (20, 50)):
+        out = tmp_path / f"runs{threads}"
+        done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-nt", str(threads), "-rt",
+                       str(rate), "-rl", "4", "-sw", "1", "-ss", "1",
+                       "-g", "-m loopback.Receiver -d Q", "-o", str(out), output=False)
+        assert done.code == 0, done.stderr
+        (run_dir,) = out.iterdir()
+        summary = json.loads((run_dir / "summary.json").read_text())
+        p50[threads] = summary["groups"]["receiver"]["latency"]["p50"]
+    assert p50[20] <= 1.2 * p50[1] + 20, p50  # 20 us: the resolution of a quiet loopback

@@ -25,6 +25,18 @@ console = Console(highlight=False, soft_wrap=not sys.stdout.isatty(),
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def one_line_help(typer_app: typer.Typer) -> None:
+    """Commands' help from their docstrings, with the docstrings' line breaks taken out, so
+    that the help wraps at the terminal's width and never mid-sentence."""
+    for command in typer_app.registered_commands:
+        text = command.help or (command.callback.__doc__ if command.callback else None)
+        if text:
+            command.help = " ".join(text.split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            one_line_help(group.typer_instance)
+
+
 def warn(message: str) -> None:
     err_console.print(f"harness: {message}", markup=False, style="yellow")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from harness.cli.app import app, console, err_console
 from harness.errors import BadInput
@@ -26,8 +27,12 @@ def profiles_list(
     directory = directory or shipped_dir()
     if not directory.is_dir():
         raise BadInput("DIRECTORY", f"{directory} is not a directory")
-    for file, first in listing(directory):
-        console.print(f"{file.name:<28} {first}", markup=False)
+    table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    table.add_column("profile", no_wrap=True)
+    table.add_column("what it is", overflow="fold")
+    for file, what in listing(directory):
+        table.add_row(file.name, what)
+    console.print(table)
 
 
 @profiles_app.command("show")

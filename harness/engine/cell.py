@@ -123,7 +123,7 @@ class Cell:
         setup = WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
                             self.outbox, transport_class(group.transport)(settings),
                             self.bodies[g], self.plan.exclusive.get(g, False),
-                            int(run.reorder_window * 1e9), copy)
+                            int(run.reorder_window * 1e9), copy, run.seed)
         return (WORKERS.get(group.role) or HANDLERS[group.role])(setup)
 
     # -- lifecycle, called by the controller

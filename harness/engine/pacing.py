@@ -18,18 +18,24 @@ class Schedule:
 
     ramp: seconds over which the rate rises linearly from 0 to `rate`.
     poisson: exponentially distributed gaps with the same mean (Poisson arrivals).
+    phase: the share of one gap (0 to 1) by which this schedule runs behind its start, so
+    that the N threads of a group, given phases 0, 1/N, ... (N-1)/N, send evenly spread
+    instead of in bursts of N at the same instant.
+    seed: the Poisson gaps' random seed (any hashable; strings seed the same in every run).
     """
 
-    __slots__ = ("start", "rate", "ramp_ns", "poisson", "k", "_next", "_rng", "_ramp_msgs")
+    __slots__ = ("start", "rate", "ramp_ns", "poisson", "phase", "k", "_next", "_rng",
+                 "_ramp_msgs")
 
     def __init__(self, start_ns: int, rate: float, ramp: float = 0.0, poisson: bool = False,
-                 seed: int | None = None) -> None:
+                 seed: int | str | None = None, phase: float = 0.0) -> None:
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.start = start_ns
         self.rate = rate
         self.ramp_ns = int(ramp * 1e9)
         self.poisson = poisson
+        self.phase = phase
         self.k = 0
         self._next = float(start_ns)
         self._rng = random.Random(seed)
@@ -48,11 +54,11 @@ class Schedule:
         k = self.k
         self.k = k + 1
         if not self.poisson:
-            return self.start + int(self._offset_ns(k))
+            return self.start + int(self._offset_ns(k + self.phase))
         # Poisson: the arrival count advances by exponential steps in "message" units, and
         # the ramp maps counts to times, so ramp-up and Poisson compose.
         if k == 0:
-            self._next = 0.0
+            self._next = self.phase
         else:
             self._next += self._rng.expovariate(1.0)
         return self.start + int(self._offset_ns(self._next))

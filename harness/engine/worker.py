@@ -66,6 +66,7 @@ class WorkerSetup:
     exclusive: bool
     reorder_window_ns: int
     copy: int = 0  # which of the group's processes this is
+    seed: int = 0  # the run's --seed
 
 
 class Worker(threading.Thread, ABC):
@@ -123,8 +124,10 @@ class Worker(threading.Thread, ABC):
         rate = group.per_thread_rate
         self.schedule: Schedule | None = None
         if rate and self.produces():
+            # Thread k of the group's N runs k/N of a gap behind the first.
+            phase = (n - 1) % total / total
             self.schedule = Schedule(self.start_time(), rate, group.ramp, group.poisson,
-                                     seed=hash(self.producer_id))
+                                     seed=f"{setup.seed}:{self.producer_id}", phase=phase)
 
     def produces(self) -> bool:
         return self.role.produces

@@ -717,10 +717,16 @@ def find_profile(path: Path) -> Path:
 
 
 def listing(directory: Path) -> list[tuple[Path, str]]:
-    """(file, first header line) of each profile in a directory."""
+    """(file, what it is) of each profile in a directory: the first sentence of its header
+    comment, whole, however many lines it spans."""
     out = []
     for file in sorted(directory.glob("*.y*ml")):
-        first = next((line.lstrip("# ").strip() for line in file.read_text().splitlines()
-                      if line.startswith("#")), "")
-        out.append((file, first))
+        header = []
+        for line in file.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            header.append(line.lstrip("#").strip())
+        text = " ".join(" ".join(header).split())
+        end = re.search(r"(?<!\be\.g)(?<!\bi\.e)\.(\s|$)", text)
+        out.append((file, text[:end.start() + 1] if end else text))
     return out

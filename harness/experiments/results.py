@@ -12,7 +12,7 @@ from rich.table import Table
 
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
-from harness.stats.intervals import IntervalView
+from harness.stats.intervals import IntervalView, run_loss
 
 # The backlog grows if it rises faster than this share of the delivered rate (and at least
 # one message a second) over the measured phase.
@@ -93,8 +93,7 @@ def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: 
     lat = summary["groups"][lat_group]
     head = lat[lat["headline"]]
     broker = summary.get("broker_cpu") or {}
-    lost = sum(g["lost"] for g in summary["groups"].values()) + \
-        sum(d["missing"] for d in summary["delivery"])
+    lost = run_loss(run, summary)
     duplicated = sum(g["duplicated"] for g in summary["groups"].values())
     trend = backlog_trend(run, views)
     out: dict[str, Any] = {k.removeprefix("groups."): v for k, v in labels.items()}

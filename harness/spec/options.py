@@ -57,8 +57,9 @@ COMMON: tuple[Option, ...] = (
     Option("processes", int, 1, "Processes for the group, each with -nt threads.", low=1),
     Option("thread-interval", int, 0, "Milliseconds between thread starts.", short="-wi",
            field="thread_interval_ms", low=0),
-    Option("thread-rate", float, 0.0, "Messages/s per thread; 0 = as fast as possible.",
-           short="-rt", low=0),
+    Option("thread-rate", float, 0.0, "Messages/s per thread; 0 = as fast as possible. The "
+           "group's threads are spread over the schedule (thread k of N runs k/N of a gap "
+           "behind the first), so the group's total rate is smooth.", short="-rt", low=0),
     Option("rate", float, 0.0, "Messages/s for the whole group, split over its threads and "
            "processes; 0 = use -rt.", low=0),
     Option("poisson", bool, False, "Poisson arrivals (exponential gaps) instead of a fixed "
@@ -128,6 +129,8 @@ COMMON: tuple[Option, ...] = (
     Option("node", str, None, "Node name in output files (default: host name).", scope=R),
     Option("broker-pid", int, None, "PID of a local broker: its CPU% and CPU ms/msg are "
            "reported.", scope=R),
+    Option("seed", int, 0, "Seed of the Poisson arrivals: the same seed gives the same "
+           "schedule in every run.", scope=R),
     Option("switch-interval", float, None, "sys.setswitchinterval() seconds in worker "
            "processes (default: the interpreter's).", scope=R),
     Option("reorder-window", float, 1.0, "Seconds a missing message may arrive late and "

@@ -33,6 +33,7 @@ class RunSpec:
     loopback_capacity: float = 0.0  # msg/s the simulated broker serves; 0 = unlimited
     loopback_delay: float = 0.0  # ms added to every message by the simulated broker
     run_id: str | None = None  # shared by the nodes of one multi-node run; None: a new one
+    seed: int = 0  # the Poisson arrivals' seed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,6 +24,18 @@ from harness.stats.reports import IntervalReport, StreamEnd
 CLIENT_CPU_LIMIT = 75.0
 
 
+def run_loss(run: RunSpec, summary: dict[str, Any]) -> int:
+    """Messages lost in a run, each counted once: a destination's delivery check (sent
+    against received, which also sees competing consumers and tails) where there is one;
+    elsewhere (selectors, numbered topics) its consumers' sequence gaps."""
+    checked = {d["destination"] for d in summary["delivery"]}
+    lost = sum(d["missing"] for d in summary["delivery"])
+    for group in run.groups:
+        if ROLES[group.role].consumes and ":".join(group.endpoint) not in checked:
+            lost += summary["groups"][group.name]["lost"]
+    return lost
+
+
 def headline_metric(metrics: list[str]) -> str:
     return "latency" if "latency" in metrics else "service"
 
