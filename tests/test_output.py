@@ -85,7 +85,7 @@ def test_the_harness_floor_is_measured_through_the_run_and_written(loopback_run)
     assert 150 <= floor["samples"] <= 400
     assert list(floor["processes"]) == ["0"]
     assert 0 < floor["p50"] <= floor["p99"] <= floor["max"]
-    assert "harness floor: thread hand-off p50" in loopback_run.stdout
+    assert "harness floor: wake-up and thread hand-off p50" in loopback_run.stdout
 
 
 def test_a_run_directory_written_before_transport_options_stood_apart_reads_back(

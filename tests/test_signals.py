@@ -39,7 +39,9 @@ def assert_files_parse(run_dir):
     count = 0
     while reader.get_next_interval_histogram() is not None:
         count += 1
-    assert count == sum(1 for r in rows if r["type"] == "histogram")
+    # One histogram per tag per interval, every process's merged, as HdrHistogram's tools
+    # expect.
+    assert count == len({(r["interval"], r["tag"]) for r in rows if r["type"] == "histogram"})
     return rows
 
 
@@ -86,7 +88,7 @@ def test_sigkill_leaves_complete_parseable_files(tmp_path, processes):
     proc.kill()
     proc.communicate(timeout=30)
     rows = assert_files_parse(run_dir)
-    assert {r["type"] for r in rows} == {"process", "counters", "histogram"}
+    assert {r["type"] for r in rows} == {"process", "counters", "histogram", "host"}
     # Orphaned worker processes notice that the controller is gone and end.
     _gone, alive = psutil.wait_procs(children, timeout=15)
     assert not alive

@@ -109,15 +109,18 @@ def execute(spec: RunSpec, ui: bool) -> Any:
     """One run, with the screen or with interval lines, and its summary printed."""
     from harness.engine.runner import Controller
     from harness.screen.console import interval_lines, print_summary
+    from harness.stats.figures import labels
 
     metrics: dict[str, list[str]] = {}
+    names: dict[str, dict[str, str]] = {}
 
     def on_interval(view: Any) -> None:
-        for line in interval_lines(view, metrics):
+        for line in interval_lines(view, metrics, names):
             console.print(line, markup=False)
 
     controller = Controller(spec, on_interval, warn, isolate=ui)
     metrics.update({g.name: controller.metrics[i] for i, g in enumerate(spec.groups)})
+    names.update(labels(spec, controller.metrics))
     console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
     for g in spec.groups:
         pace = f"{g.per_thread_rate:g}/s per thread" if g.per_thread_rate else "unthrottled"

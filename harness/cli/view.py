@@ -38,10 +38,12 @@ def view(
         RunApp(ReplayFeed(run_dir, recorded)).run()
         return
     from harness.screen.console import interval_lines, print_summary
+    from harness.stats.figures import labels
 
     metrics = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
+    names = labels(recorded.run, recorded.metrics)
     for interval in recorded.views:
-        for line in interval_lines(interval, metrics):
+        for line in interval_lines(interval, metrics, names):
             console.print(line, markup=False)
     for _, text in recorded.events:
         console.print(text, markup=False)

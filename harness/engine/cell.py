@@ -38,11 +38,13 @@ from harness.stats.reports import (
     StatusReport,
     StreamEnd,
 )
+from harness.stats.timeline import Timeline
 from harness.transports import transport_class
 
 # How long after an interval ends the cell waits for a busy worker's hand-off before
 # reporting the interval without it (its data then lands in the next interval).
 GRACE_S = 0.25
+PHASE_GRACE_S = 5.0
 DRAIN_IDLE_S = 0.5
 MIN_CPU_SPAN_S = 0.2
 # How long after the stop a thread may take to finish before the cell reports without it.
@@ -102,7 +104,8 @@ class Cell:
         self.plan = plan
         self.emit = emit
         self.run = plan.run
-        self.control = Control(0, int(self.run.interval * 1e9), int(DRAIN_IDLE_S * 1e9))
+        self.control = Control(Timeline(0, int(self.run.interval * 1e9),
+                                        int(self.run.warmup * 1e9)), int(DRAIN_IDLE_S * 1e9))
         self.outbox: deque[Handoff] = deque()
         self.streams: list[StreamEnd] = []
         self.workers: list[Worker] = []
@@ -149,13 +152,15 @@ class Cell:
                                    f"{exc}") from exc
 
     def start(self, start_epoch_ns: int) -> None:
+        run, control = self.run, self.control
         start = to_monotonic(start_epoch_ns)
-        self.control.start_ns = start
-        if self.run.duration:
-            self.control.produce_until_ns = start + int(self.run.duration * 1e9)
+        timeline = control.timeline = Timeline(
+            start, int(run.interval * 1e9), int(run.warmup * 1e9),
+            start + int(run.duration * 1e9) if run.duration else None)
+        if timeline.stop is not None:
+            control.produce_until_ns = int(timeline.stop)
         for worker in self.workers:
-            worker.interval_index = 0
-            worker.next_boundary = start + self.control.interval_ns
+            worker.move_to(start)
             if worker.schedule is not None:
                 worker.schedule.start = worker.start_time()
         self._cpu_mark = (time.monotonic(), self._cpu_seconds())
@@ -166,9 +171,19 @@ class Cell:
         self.collector = threading.Thread(target=self._collect, name="collector", daemon=True)
         self.collector.start()
 
-    def drain(self) -> None:
-        self.control.producing = False
-        self.control.draining = True
+    def drain(self, stop_epoch_ns: int) -> None:
+        """The producers stop at this instant (the controller announces it a little ahead),
+        and the interval in progress then ends there: the measured span ends exactly at it."""
+        control = self.control
+        stop = to_monotonic(stop_epoch_ns)
+        timeline = control.timeline
+        with timeline.lock:
+            if timeline.stop is None or stop < timeline.stop:
+                timeline.set_stop(stop)
+            for worker in self.workers:
+                worker.next_boundary = int(timeline.bounds(worker.interval_index)[1])
+        control.produce_until_ns = min(control.produce_until_ns, int(timeline.stop or stop))
+        control.draining = True
 
     def stop(self) -> None:
         self.control.producing = False
@@ -203,10 +218,7 @@ class Cell:
             return
         control = self.control
         now = now_ns()
-        index = max((now - control.start_ns) // control.interval_ns, 0)
-        worker.interval_index = index
-        worker.next_boundary = control.start_ns + (index + 1) * control.interval_ns
-        worker.done_through = index - 1
+        worker.move_to(now)
         if worker.schedule is not None:
             worker.schedule.retarget(now, self.rates.get(worker.key[0], worker.schedule.rate))
         if not (control.producing or not worker.produces()) or not control.consuming:
@@ -232,8 +244,13 @@ class Cell:
         producers = [w for w in self.workers if w.produces()]
         producers_done = not producers
         stop_seen: int | None = None
+        timeline = control.timeline
         while True:
-            boundary = control.start_ns + (index + 1) * control.interval_ns
+            boundary = timeline.bounds(index)[1]
+            # At the end of a phase, wait longer for a worker held up in a send: its samples
+            # must not cross into the next phase.
+            grace = PHASE_GRACE_S if timeline.phase(index) != timeline.phase(index + 1) \
+                else GRACE_S
             time.sleep(0.02)
             finished = all(w.finished for w in self.workers)
             self._take_handoffs(pending, index, groups)
@@ -259,14 +276,15 @@ class Cell:
                 self._report(index, pending.pop(index, None) or _Interval(groups), now)
                 break
             complete = all(w.done_through >= index for w in self.workers)
-            if now >= boundary and (complete or now >= boundary + GRACE_S * 1e9):
+            if now >= boundary and (complete or now >= boundary + grace * 1e9):
                 self._report(index, pending.pop(index, None) or _Interval(groups), None)
                 index += 1
             if not producers_done and all(w.finished for w in producers):
                 # Tell the controller now, not at the next interval, so a run that ends by
                 # message count does not wait out the interval.
                 producers_done = True
-                self.emit(StatusReport(self.plan.process_index, 0))
+                self.emit(StatusReport(self.plan.process_index, 0, EPOCH_OFFSET_NS + max(
+                    w.ended_ns for w in producers)))
             failures = [w.failure for w in self.workers if w.failure]
             for failure in failures:
                 if failure not in reported_failures:
@@ -305,13 +323,13 @@ class Cell:
         return self._cpu_last
 
     def _report(self, index: int, data: _Interval, end_ns: int | None) -> None:
-        control = self.control
-        start = control.start_ns + index * control.interval_ns
-        length_ns = control.interval_ns if end_ns is None else \
-            min(max(end_ns - start, 0), control.interval_ns)
+        timeline = self.control.timeline
+        start, end = (int(t) for t in timeline.bounds(index))
+        if end_ns is not None:
+            end = min(max(end_ns, start), end)
         report = IntervalReport(self.plan.process_index, os.getpid(), index,
-                                start + EPOCH_OFFSET_NS, length_ns / 1e9, end_ns is not None,
-                                self._cpu())
+                                start + EPOCH_OFFSET_NS, (end - start) / 1e9, end_ns is not None,
+                                self._cpu(), timeline.phase(index))
         if end_ns is not None:
             report.streams = self.streams
             report.floor = self.floor.stop()

@@ -1,5 +1,5 @@
-"""The harness's own floor: the latency of a hand-off between two threads of a measuring
-process, taken all through the run under that process's real load.
+"""The harness's own floor: the latency of a paced wake-up and a hand-off between two threads
+of a measuring process, taken all through the run under that process's real load.
 
 A message's latency includes the moment its receiving thread waits for the interpreter lock
 and the scheduler; under a busy process that wait alone can be milliseconds. Two idle probe
@@ -35,9 +35,17 @@ class FloorProbe:
             thread.start()
 
     def _send(self) -> None:
+        # Paced as a producer is: sleep until a due time, then hand over the due time, so
+        # that the floor holds the oversleep a paced send pays as well as the hand-off.
+        due, period = now_ns(), int(PERIOD_S * 1e9)
         while self.running:
-            time.sleep(PERIOD_S)
-            self.inbox.put(now_ns())
+            due += period
+            wait = due - now_ns()
+            if wait > 0:
+                time.sleep(wait / 1e9)
+            else:
+                due = now_ns()  # fell behind (a stalled process): no burst to catch up
+            self.inbox.put(due)
 
     def _receive(self) -> None:
         values, get = self.values, self.inbox.get

@@ -37,8 +37,8 @@ class LocalCell:
     def start(self, start_epoch_ns: int) -> None:
         self.cell.start(start_epoch_ns)
 
-    def drain(self) -> None:
-        self.cell.drain()
+    def drain(self, stop_epoch_ns: int) -> None:
+        self.cell.drain(stop_epoch_ns)
 
     def stop(self) -> None:
         self.cell.stop()
@@ -93,7 +93,7 @@ def _child_main(plan: CellPlan, conn: Connection) -> None:
             cell.start(arg)
             started = True
         elif command == "drain":
-            cell.drain()
+            cell.drain(arg)
         elif command == "stop":
             cell.stop()
         elif command in LIVE_COMMANDS:
@@ -152,8 +152,8 @@ class ChildCell:
     def start(self, start_epoch_ns: int) -> None:
         self._command("start", start_epoch_ns)
 
-    def drain(self) -> None:
-        self._command("drain")
+    def drain(self, stop_epoch_ns: int) -> None:
+        self._command("drain", stop_epoch_ns)
 
     def stop(self) -> None:
         self._command("stop")

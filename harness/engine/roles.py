@@ -212,7 +212,7 @@ class Requestor(Worker):
 
     def work(self) -> None:
         group = self.group
-        control, rec, schedule = self.control, self.rec, self.schedule
+        control, rec = self.control, self.rec
         transport = self.transport
         send, receive, destination = transport.send, transport.receive, self.destination
         body, size, crc = self.body, len(self.body), self.body_crc
@@ -239,12 +239,17 @@ class Requestor(Worker):
                     # The request must be visible before its reply can come back.
                     self.commit()
             except TransportError:
+                # A failed request never completes: its latency is at least the time it took
+                # to fail, and its number is not used again.
                 rec.errors += 1
+                self._round_trip(intended, now, now_ns())
+                seq += 1
                 self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
                 continue
             rec.sent += 1
             rec.bytes += size
             deadline = now + timeout_ns
+            # Samples stay in the interval of the request's intended time (pace() moves on).
             while True:
                 try:
                     reply = receive(POLL_S)
@@ -252,22 +257,27 @@ class Requestor(Worker):
                     rec.errors += 1
                     reply = None
                 done = now_ns()
-                if done >= self.next_boundary:
-                    self.flush(done)
                 if reply is not None:
                     if reply.seq == seq and reply.producer == producer:
-                        rec.latency.append((done - intended) // 1000)
-                        rec.service.append((done - now) // 1000)
-                        if schedule is not None:
-                            rec.delay.append((now - intended) // 1000)
+                        self._round_trip(intended, now, done)
                         rec.received += 1
                         break
                     continue  # a late reply to a request that already timed out
                 if done >= deadline or not control.consuming:
+                    # Recorded as well as counted: a broker that stops answering must not
+                    # look faster than one that answers slowly.
                     rec.timeouts += 1
                     rec.errors += 1
+                    self._round_trip(intended, now, done)
                     break
             seq += 1
+
+    def _round_trip(self, intended: int, sent: int, done: int) -> None:
+        rec = self.rec
+        rec.latency.append((done - intended) // 1000)
+        rec.service.append((done - sent) // 1000)
+        if self.schedule is not None:
+            rec.delay.append((sent - intended) // 1000)
 
 
 # The thread class that plays each of the six roles of harness.spec.roles.ROLES.

@@ -36,7 +36,7 @@ from harness.rundir.writer import (
 )
 from harness.spec.roles import ROLES, metrics_for
 from harness.spec.run import RunSpec
-from harness.stats.histogram import decode, new_histogram, percentiles
+from harness.stats.histogram import decode, encode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.reports import (
     DoneReport,
@@ -48,6 +48,9 @@ from harness.stats.reports import (
 )
 
 START_MARGIN_S = 0.3
+# A stop decided during the run (an interrupt, the last producer done) is announced this far
+# ahead, so that every process cuts its intervals at the same instant.
+STOP_MARGIN_S = 0.05
 
 
 @dataclass
@@ -67,8 +70,8 @@ def floor_summary(floors: dict[int, str]) -> dict[str, Any]:
         per_process[str(process)] = percentiles(histogram)
         if histogram.get_total_count():
             merged.add(histogram)
-    return {"what": "thread hand-off latency in each measuring process under the run's "
-                    "load, us: latencies below this are the harness's own",
+    return {"what": "paced wake-up and thread hand-off latency in each measuring process "
+                    "under the run's load, us: latencies below this are the harness's own",
             "samples": merged.get_total_count(), **percentiles(merged),
             "processes": per_process}
 
@@ -139,6 +142,7 @@ class _Progress:
     exit_code: int = 0
     drain_sent: bool = False
     stop_sent: bool = False
+    ended: float = 0.0  # epoch s at which the last producer ended (-mg)
 
 
 class Signals:
@@ -180,6 +184,7 @@ class Controller:
         self.cells = [cell_type(plan, self.reports) for plan in self.plans]
         self.stop_requests = 0
         self.start_s: float | None = None
+        self.start_ns = 0
         self.stop_at: float | None = None
         self.paused = False
         self.rates = [g.per_thread_rate for g in run.groups]
@@ -201,9 +206,9 @@ class Controller:
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
 
     # -- helpers
-    def _broadcast(self, command: str) -> None:
+    def _broadcast(self, command: str, *args: Any) -> None:
         for cell in self.cells:
-            getattr(cell, command)()
+            getattr(cell, command)(*args)
 
     def _broker_cpu(self) -> float | None:
         if self.broker is None:
@@ -213,20 +218,12 @@ class Controller:
         except psutil.Error:
             return None
 
-    def _phase(self, start: float, stop_at: float | None) -> str:
-        if start < self.start_s + self.run.warmup - 1e-9:
-            return "warmup"
-        if stop_at is not None and start >= stop_at - 1e-9:
-            return "drain"
-        return "measure"
-
     def _write(self, writer: RunWriter, report: IntervalReport, phase: str,
                start: float) -> None:
         base = record_base(self.run_id, self.run.node, report.process, report.index,
                            start, report.length_s, phase)
         records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
                                           "cpu": report.cpu}]
-        hlog = []
         for g, part in report.groups.items():
             name = self.run.groups[g].name
             records.append({"type": "counters", **base, "group": name, **part.counters,
@@ -239,9 +236,7 @@ class Controller:
                                 "tag": f"{name}.{metric}", "count": count,
                                 "max": histogram.get_max_value() if count else 0,
                                 "hist": encoded})
-                hlog.append((f"{name}.{metric}", start, report.length_s,
-                             histogram.get_max_value() if count else 0, encoded))
-        writer.write_interval(records, hlog)
+        writer.write_interval(records, [])
 
     # -- requests from outside the run loop (signals, the live screen); thread-safe
     def request_stop(self) -> None:
@@ -357,7 +352,7 @@ class Controller:
     def _begin(self) -> RunWriter:
         """Start every cell on a common clock a little in the future."""
         run = self.run
-        start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
+        start_ns = self.start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
         self.start_s = start_ns / 1e9
         writer = RunWriter(self.run_dir, self.run_id, run.node, self.start_s)
         self.manifest.update(status="running", start=self.start_s,
@@ -366,6 +361,7 @@ class Controller:
                                     "reference_node": run.node, "offset_estimate_s": 0.0})
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
         self._broker_cpu()
+        psutil.cpu_percent(None)
         for cell in self.cells:
             cell.start(start_ns)
         return writer
@@ -378,16 +374,23 @@ class Controller:
         if self.stop_at is None:
             self._apply_commands(writer)
             producing = progress.producing
-            if self.stop_requests == 1:
-                self.stop_at, progress.stopped_by = now, "interrupt"
-            elif run.duration and now >= self.start_s + run.duration:
+            ahead = now + STOP_MARGIN_S
+            if run.duration and ahead >= self.start_s + run.duration:
                 self.stop_at, progress.stopped_by = self.start_s + run.duration, "run length"
+            elif self.stop_requests == 1:
+                self.stop_at, progress.stopped_by = ahead, "interrupt"
             elif self.has_producers and producing and len(producing) == len(progress.live) \
                     and sum(producing.values()) == 0:
-                self.stop_at, progress.stopped_by = now, "message count"
+                # Producers that end by themselves stopped then, not when it was seen: the
+                # interval in progress is cut there, a few tens of ms late.
+                self.stop_at, progress.stopped_by = progress.ended or now, "message count"
             if self.stop_at is not None:
                 self.manifest["producers_stopped"] = self.stop_at
-                self._broadcast("drain")
+                # A run length in integer ns from the start, so that it cuts exactly where
+                # the processes' own timelines already cut.
+                stop_ns = self.start_ns + round(run.duration * 1e9) \
+                    if progress.stopped_by == "run length" else round(self.stop_at * 1e9)
+                self._broadcast("drain", stop_ns)
                 progress.drain_sent = True
         if progress.drain_sent and not progress.stop_sent and \
                 now >= (self.stop_at or now) + run.drain:
@@ -397,6 +400,7 @@ class Controller:
     def _receive(self, report: Report, progress: _Progress, writer: RunWriter) -> None:
         if isinstance(report, StatusReport):
             progress.producing[report.process] = report.producing
+            progress.ended = max(progress.ended, report.ended_ns / 1e9)
         elif isinstance(report, LogReport):
             self.on_log(f"process {report.process}: {report.message}")
         elif isinstance(report, DoneReport):
@@ -407,9 +411,7 @@ class Controller:
             progress.live.discard(report.process)
             progress.finals.setdefault(report.process, -1)
         else:
-            assert self.start_s is not None
-            start = self.start_s + report.index * self.run.interval
-            self._write(writer, report, self._phase(start, self.stop_at), start)
+            self._write(writer, report, report.phase, report.start_ns / 1e9)
             progress.pending.setdefault(report.index, {})[report.process] = report
             progress.producing[report.process] = report.producing
             if report.final:
@@ -455,16 +457,25 @@ class Controller:
             expected = {p for p in processes if progress.finals.get(p, 1 << 62) >= index}
             if not flush and not expected <= reports.keys():
                 break
-            start = self.start_s + index * self.run.interval
+            first = min(reports.values(), key=lambda r: r.start_ns)
+            start = first.start_ns / 1e9
             broker_cpu = self._broker_cpu()
-            view = self.stats.merge(index, start - self.start_s,
-                                    self._phase(start, self.stop_at), list(reports.values()),
-                                    broker_cpu)
+            machine_cpu = psutil.cpu_percent(None)
+            view = self.stats.merge(index, start - self.start_s, list(reports.values()),
+                                    broker_cpu, machine_cpu)
+            common = {"v": SCHEMA_VERSION, "run": self.run_id, "node": self.run.node,
+                      "interval": index, "start": start, "phase": view.phase}
+            records = [{"type": "host", **common, "cpu": machine_cpu}]
             if broker_cpu is not None:
-                writer.write_interval([{"type": "broker", "v": SCHEMA_VERSION,
-                                        "run": self.run_id, "node": self.run.node,
-                                        "interval": index, "start": start,
-                                        "pid": self.run.broker_pid, "cpu": broker_cpu}], [])
+                records.append({"type": "broker", **common, "pid": self.run.broker_pid,
+                                "cpu": broker_cpu})
+            # The .hlog holds one histogram per tag per interval, every process's merged, as
+            # HdrHistogram's log tools expect.
+            hlog = [(f"{name}.{metric}", start, view.length, histogram.get_max_value(),
+                     encode(histogram))
+                    for name, group in view.groups.items()
+                    for metric, histogram in group.histograms.items()]
+            writer.write_interval(records, hlog)
             del pending[index]
             self.on_interval(view)
             progress.next_index += 1

@@ -17,6 +17,7 @@ from harness.engine.pacing import Schedule
 from harness.spec.roles import ROLES
 from harness.spec.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
+from harness.stats.timeline import Timeline
 from harness.stats.verify import SequenceTracker
 from harness.transports.base import Transport
 from harness.transports.message import Destination
@@ -30,6 +31,9 @@ POLL_S = 0.05
 MAX_SLEEP_S = 0.05
 # Bodies in a size mix's deck: enough that the drawn mix is close to the weights.
 DECK = 200
+# Messages counted one by one as unsent at the stop, at most (a producer stalled for long at a
+# high rate is behind by more than this; the rest are not counted).
+MAX_UNSENT = 10_000_000
 # Back-off after a transport error, so a dead connection does not turn into a busy loop.
 ERROR_PAUSE_S = 0.01
 
@@ -37,9 +41,9 @@ ERROR_PAUSE_S = 0.01
 class Control:
     """Flags one cell's workers read on every message: plain attributes, cheaper than Events."""
 
-    def __init__(self, start_ns: int, interval_ns: int, drain_idle_ns: int) -> None:
-        self.start_ns = start_ns
-        self.interval_ns = interval_ns
+    def __init__(self, timeline: Timeline, drain_idle_ns: int) -> None:
+        # The run's intervals on the monotonic clock; the cell sets the stop when it learns it.
+        self.timeline = timeline
         self.drain_idle_ns = drain_idle_ns
         self.producing = True
         # Producers stop by themselves at the run length, not when the controller notices.
@@ -111,9 +115,10 @@ class Worker(threading.Thread, ABC):
         self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
                         if setup.exclusive else None)
         self.interval_index = 0
-        self.next_boundary = self.control.start_ns + self.control.interval_ns
+        self.next_boundary = self.control.timeline.bounds(0)[1]
         self.done_through = -1
         self.up = False
+        self.ended_ns = 0  # when work() returned
         self.finished = False
         self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
         self.failure: str | None = None
@@ -141,8 +146,8 @@ class Worker(threading.Thread, ABC):
 
     # -- the frame around work()
     def start_time(self) -> int:
-        return self.control.start_ns + self.setup.thread_index * self.group.thread_interval_ms \
-            * 1_000_000
+        return int(self.control.timeline.start) + \
+            self.setup.thread_index * self.group.thread_interval_ms * 1_000_000
 
     def run(self) -> None:
         try:
@@ -156,6 +161,7 @@ class Worker(threading.Thread, ABC):
             self.failure = f"{type(exc).__name__}: {exc}"
             self.rec.errors += 1
         finally:
+            self.ended_ns = now_ns()
             self.up = False
             try:
                 self.transport.close()
@@ -171,17 +177,22 @@ class Worker(threading.Thread, ABC):
             self.done_through = 1 << 62
             self.finished = True
 
-    def flush(self, now: int) -> None:
-        """Hand this interval's buffer to the cell and move to the interval that holds now."""
+    def flush(self, at: int) -> None:
+        """Hand this interval's buffer to the cell and move to the interval that holds `at`
+        (now, or a producer's next intended send time)."""
         if self.tracker is not None:
-            self.tracker.expire(now)
+            self.tracker.expire(at)
         self.take_outage()
         self.setup.outbox.append((self.key, self.interval_index, self.rec.take()))
-        control = self.control
-        index = max((now - control.start_ns) // control.interval_ns, self.interval_index + 1)
-        self.interval_index = index
-        self.next_boundary = control.start_ns + (index + 1) * control.interval_ns
-        self.done_through = index - 1
+        self.move_to(at, self.interval_index + 1)
+
+    def move_to(self, at: int, least: int = 0) -> None:
+        timeline = self.control.timeline
+        with timeline.lock:
+            index = max(timeline.index_at(at), least)
+            self.interval_index = index
+            self.next_boundary = int(timeline.bounds(index)[1])
+            self.done_through = index - 1
 
     def take_outage(self) -> None:
         reconnects, outage_ns = self.transport.outages.take()
@@ -211,23 +222,47 @@ class Worker(threading.Thread, ABC):
         if self.pending and not self._apply_pending():
             return None
         schedule = self.schedule
+        until = control.produce_until_ns
         if schedule is None:
             now = now_ns()
-            if now >= control.produce_until_ns:
+            if now >= until:
                 return None
             intended = now
         else:
             intended = schedule.next_ns()
-            if intended >= control.produce_until_ns:
+            if intended >= until:
                 return None
             now = now_ns()
             if intended > now:
                 if not self.sleep_until(intended):
+                    self.unsent(intended, now_ns())
                     return None
                 now = now_ns()
-        if now >= self.next_boundary:
-            self.flush(now)
+            elif now >= until:
+                self.unsent(intended, until)
+                return None
+        # A sample belongs to the interval of its intended time, so that a producer held up
+        # in a send does not carry its samples into the next phase.
+        if intended >= self.next_boundary:
+            self.flush(intended)
         return intended, now
+
+    def unsent(self, first: int, stop: int) -> None:
+        """The messages due before the stop that a late producer never sent: counted, and
+        their delay (for a Requestor also their latency) recorded as at least the time from
+        their intended send to the stop, so that a stalled broker cannot look fast."""
+        schedule, rec = self.schedule, self.rec
+        assert schedule is not None
+        stop = min(stop, self.control.produce_until_ns)
+        intended, count = first, 0
+        while intended < stop and count < MAX_UNSENT:
+            waited = (stop - intended) // 1000
+            rec.delay.append(waited)
+            if self.role.consumes:
+                rec.latency.append(waited)
+            count += 1
+            intended = schedule.next_ns()
+        rec.unsent += count
 
     def _apply_pending(self) -> bool:
         """Hold while paused, then take up a new rate; False if told to stop meanwhile.

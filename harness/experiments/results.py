@@ -12,7 +12,8 @@ from rich.table import Table
 
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
-from harness.stats.intervals import IntervalView, run_loss
+from harness.stats.figures import run_loss
+from harness.stats.intervals import IntervalView
 
 # The backlog grows if it rises faster than this share of the delivered rate (and at least
 # one message a second) over the measured phase.
@@ -102,11 +103,13 @@ def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: 
         "Message Rate (msgs/s)": round(message_rate, 1),
         "client % CPU": round(summary["client_cpu"]["max"], 1),
         "broker % CPU": round(broker["mean"], 1) if broker else None,
-        # Per message as the Message Rate column counts them (a round trip, for request/reply).
-        "CPU ms/msg": round(10 * broker["mean"] / message_rate, 4)
-        if broker and message_rate else None,
+        "broker CPU ms/msg received": round(broker["cpu_ms_per_received_msg"], 4)
+        if broker and broker.get("cpu_ms_per_received_msg") is not None else None,
         f"{lat['headline']} p50 ms": _ms(head["p50"]), f"{lat['headline']} p99 ms":
-        _ms(head["p99"]), "lost": lost, "duplicated": duplicated,
+        _ms(head["p99"]),
+        # No rate set: no intended send times; not comparable with a paced row's latency.
+        "closed loop": "yes" if lat.get("closed_loop") else "no",
+        "lost": lost, "duplicated": duplicated,
         "backlog": ("growing" if not trend["stable"] else "stable") if trend["checked"]
         else "-",
         # The ActiveMQ paper's rule: above 75% a client may be what limits the rate.

@@ -3,9 +3,10 @@ that the Spark job (harness.merge) runs them inside executors, one partition at 
 `harness report` runs them in one process over one run.
 
 Every interval of every node goes on one epoch grid of the statistics interval: slot =
-round(start / interval). Histograms are added, never percentiles averaged, keyed by
-(run, slot, tag) and (run, node, tag) (the whole run per tag is the sum of its slots after
-the warm-up); counters are summed by (run, slot, group) and (run, slot, node, group).
+round(start / interval), and keeps its node's phase. Histograms are added, never
+percentiles averaged, keyed by (run, slot, phase, node, tag); counters are summed by (run,
+slot, phase, node, group); each node's processes become one. harness.merge.build turns
+these into the merged run, whose figures harness.stats computes as for any run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from hdrh.histogram import HdrHistogram
 from harness.rundir.writer import SCHEMA_VERSION
 from harness.stats.histogram import decode, encode, new_histogram
 
-PHASE_ORDER = {"warmup": 0, "measure": 1, "drain": 2}
+PHASES = ("warmup", "measure", "drain")
+KINDS = ("histogram", "counters", "process", "broker", "host", "reconciliation")
 Key = tuple[Any, ...]
 
 
@@ -30,11 +32,14 @@ def slot_of(start: float, interval: float) -> int:
 def fold_partition(lines: Iterable[str], layout: dict[str, dict[str, Any]],
                    problems: dict[str, int]) -> Iterator[tuple[Key, Any]]:
     """(key, value) partial aggregates of one partition of lines. problems counts what is
-    skipped: truncated (unparseable) lines, corrupt histograms, records of another schema."""
+    skipped: truncated (unparseable) lines, corrupt histograms, records of another schema.
+
+    Every key holds the phase of the node that measured it: a slot takes from each node
+    only what that node measured in each phase, and each node's processes are summed into
+    one record per slot, phase and group (the merged run as its own run directory)."""
     hists: dict[Key, HdrHistogram] = {}
     sums: dict[Key, dict[str, int]] = {}
     maxima: dict[Key, float] = {}
-    phases: dict[Key, str] = {}
     for line in lines:
         try:
             record = json.loads(line)
@@ -45,71 +50,59 @@ def fold_partition(lines: Iterable[str], layout: dict[str, dict[str, Any]],
             problems["other_schema"] = problems.get("other_schema", 0) + 1
             continue
         kind, run = record.get("type"), record.get("run")
-        if run not in layout or kind not in ("histogram", "counters", "process", "broker"):
+        if run not in layout or kind not in KINDS:
+            continue
+        if kind == "reconciliation":
+            target = sums.setdefault(("tail", run, record["group"]), {})
+            target["lost_at_tail"] = target.get("lost_at_tail", 0) + record["lost_at_tail"]
             continue
         interval = layout[run]["interval"]
-        if kind == "broker":
-            key = ("broker", run, slot_of(record["start"], interval))
+        slot = slot_of(record["start"], interval)
+        phase, node = record.get("phase", "measure"), record["node"]
+        if kind in ("broker", "host"):
+            key = (kind, run, slot, phase)
             maxima[key] = max(maxima.get(key, 0.0), float(record["cpu"]))
             continue
-        slot = slot_of(record["start"], interval)
-        node = record["node"]
-        phase_key = ("phase", run, slot)
-        if PHASE_ORDER.get(record["phase"], 1) < PHASE_ORDER.get(phases.get(phase_key, "drain"),
-                                                                 2):
-            phases[phase_key] = record["phase"]
-        length_key = ("length", run, slot)
+        length_key = ("length", run, slot, phase, node)
         maxima[length_key] = max(maxima.get(length_key, 0.0), float(record["length"]))
+        # Every process of a node begins an interval at the same instant.
+        maxima["begin", run, slot, phase, node] = float(record["start"])
         if kind == "process":
-            key = ("cpu", run, slot, node)
+            key = ("cpu", run, slot, phase, node)
             maxima[key] = max(maxima.get(key, 0.0), float(record["cpu"]))
         elif kind == "counters":
-            group = record["group"]
             counts = {k: v for k, v in record.items() if isinstance(v, int) and
-                      k not in ("v", "process", "interval", "threads", "threads_up", "clamped")}
-            for key in (("counters", run, slot, group), ("node_counters", run, slot, node, group),
-                        ("total_counters", run, group)):
-                if key[0] == "total_counters" and record["phase"] == "warmup":
-                    continue
-                target = sums.setdefault(key, {})
-                for name, value in counts.items():
-                    target[name] = target.get(name, 0) + value
+                      k not in ("v", "process", "interval", "threads", "threads_up")}
+            target = sums.setdefault(("counters", run, slot, phase, node, record["group"]), {})
+            for name, value in counts.items():
+                target[name] = target.get(name, 0) + value
         else:
             if not record.get("count"):
                 continue
-            tag = record["tag"]
-            node_key = ("node", run, node, tag)
-            target = hists.get(node_key)
+            key = ("hist", run, slot, phase, node, record["tag"])
+            target = hists.get(key)
             if target is None:
-                target = hists[node_key] = new_histogram()
+                target = hists[key] = new_histogram()
             try:
                 # Decoding straight into the sum: no histogram allocated per record.
                 target.decode_and_add(record["hist"])
             except Exception:
                 problems["corrupt_histograms"] = problems.get("corrupt_histograms", 0) + 1
                 continue
-            # A partition holds one record per slot and tag from each process it read:
-            # adding here would only decode and encode each again, so the raw encoding goes
-            # on to the reduce, which adds all the nodes' records of a slot at once.
-            yield ("slot", run, slot, tag), record["hist"]
     for key, histogram in hists.items():
         yield key, encode(histogram)
     for key, counts in sums.items():
         yield key, counts
     for key, value in maxima.items():
         yield key, value
-    for key, phase in phases.items():
-        yield key, phase
 
 
 def combine(a: Any, b: Any) -> Any:
     """Merge two partial values of the same key (one function for every kind of key)."""
-    if isinstance(a, str) and isinstance(b, str) and a not in PHASE_ORDER:
+    if isinstance(a, str):
         histogram = decode(a)
         histogram.add(decode(b))
         return encode(histogram)
-    if isinstance(a, str):  # a phase: the earliest wins (any node still warming up)
-        return a if PHASE_ORDER[a] <= PHASE_ORDER[b] else b
     if isinstance(a, dict):
         out = dict(a)
         for name, value in b.items():
@@ -122,7 +115,7 @@ def merge_values(values: Iterable[Any]) -> Any:
     """All partial values of one key merged (histograms decoded once each, encoded once)."""
     values = list(values)
     first = values[0]
-    if isinstance(first, str) and first not in PHASE_ORDER:
+    if isinstance(first, str):
         histogram = decode(first)
         for encoded in values[1:]:
             histogram.decode_and_add(encoded)

@@ -95,8 +95,15 @@ def render(report: dict[str, Any], title: str) -> str:
                      "".join(f"<li>{html.escape(w)}</li>" for w in warnings) + "</ul></div>")
     for run in report["runs"]:
         parts.append(f"<h2>Run {html.escape(str(run['name']))} ({html.escape(run['run'])}), "
-                     f"intervals of {run['interval']:g} s, {run['measured_seconds']:.1f} s "
+                     f"intervals of {run['interval']:g} s, {run['measured_seconds']:.2f} s "
                      "measured</h2>")
+        spans = run.get("spans") or {}
+        if len(spans.get("nodes") or {}) > 1:
+            common = spans["common"]
+            parts.append("<p>Every node measuring: " + (
+                f"from {common[0]:.2f} s to {common[1]:.2f} s, {spans['overlap']:.0%} of the "
+                "longest node's measured span" if common else "never at the same time") +
+                ". A group's rate is the sum of its nodes' rates, each over its own span.</p>")
         parts.append(_table(
             ["node", "host", "CPUs", "python", "start (epoch s)", "clock offset",
              "status", "client CPU max"],
@@ -112,10 +119,11 @@ def render(report: dict[str, Any], title: str) -> str:
              for tag, t in sorted(run["tags"].items())]))
         parts.append(_table(
             ["group", "role", "rate/s", "sent", "received", "errors", "lost", "duplicated",
-             "reordered", "corrupt"],
+             "reordered", "corrupt", "clamped", "unsent"],
             [[g, v["role"], f"{v['rate']:,.1f}", v.get("sent", 0), v.get("received", 0),
               v.get("errors", 0), v.get("lost", 0), v.get("duplicated", 0),
-              v.get("reordered", 0), v.get("corrupt", 0)] for g, v in run["groups"].items()]))
+              v.get("reordered", 0), v.get("corrupt", 0), v.get("clamped", 0),
+              v.get("unsent", 0)] for g, v in run["groups"].items()]))
         throughput = {"all nodes": run["throughput"]}
         if len(run["node_throughput"]) > 1:
             throughput.update(run["node_throughput"])

@@ -5,6 +5,7 @@ that a replay, a table or a model shows exactly the numbers the run showed."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -64,54 +65,14 @@ def load(run_dir: Path) -> RecordedRun:
     if manifest.get("schema") != SCHEMA_VERSION:
         raise BadInput("RUN_DIR", f"{manifest_path}: schema {manifest.get('schema')!r}, this "
                        f"harness reads {SCHEMA_VERSION}")
-    names = {g.name: i for i, g in enumerate(run.groups)}
-    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
-    # interval -> (node, process) -> report, shaped as a cell's interval report
-    intervals: dict[int, dict[tuple[str, int], IntervalReport]] = {}
-    starts: dict[int, tuple[float, str]] = {}
-    broker: dict[int, float] = {}
-    raw_events: list[dict[str, Any]] = []
-    skipped = 0
+    records, skipped = [], 0
     with intervals_path.open() as f:
         for line in f:
             try:
-                record = json.loads(line)
+                records.append(json.loads(line))
             except ValueError:
                 skipped += 1
-                continue
-            kind = record.get("type")
-            if kind == "event":
-                raw_events.append(record)
-                continue
-            if kind == "broker":
-                broker[record["interval"]] = record["cpu"]
-                continue
-            if kind not in ("process", "counters", "histogram"):
-                continue
-            index = record["interval"]
-            report = intervals.setdefault(index, {}).get((record["node"], record["process"]))
-            if report is None:
-                report = intervals[index][record["node"], record["process"]] = IntervalReport(
-                    record["process"], 0, index, 0, record["length"], False, 0.0)
-            starts.setdefault(index, (record["start"], record["phase"]))
-            if kind == "process":
-                report.cpu = record["cpu"]
-                continue
-            g = names[record["group"]]
-            part = report.groups.setdefault(g, GroupPart({}, {}, 0, 0, 0, 0))
-            if kind == "counters":
-                part.threads_up, part.threads = record["threads_up"], record["threads"]
-                part.counters = {k: record.get(k, 0) for k in COUNTERS}
-                part.clamped = record.get("clamped", 0)
-            else:
-                part.histograms[record["tag"][len(record["group"]) + 1:]] = record["hist"]
-    origin = manifest.get("start") or min((s for s, _ in starts.values()), default=0.0)
-    stats = RunStats(run, metrics)
-    views = []
-    for index in sorted(intervals):
-        start, phase = starts[index]
-        reports = list(intervals[index].values())
-        views.append(stats.merge(index, start - origin, phase, reports, broker.get(index)))
+    stats, views, raw_events = replay(run, records, manifest.get("start"))
     events = []
     for record in raw_events:
         at = int(record["time"] // run.interval)
@@ -119,4 +80,62 @@ def load(run_dir: Path) -> RecordedRun:
                            for k, v in record.items()
                            if k not in ("type", "v", "run", "node", "time", "action"))
         events.append((at, f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()))
-    return RecordedRun(run, metrics, manifest, views, events, skipped, stats.summary())
+    return RecordedRun(run, stats.metrics, manifest, views, events, skipped, stats.summary())
+
+
+def replay(run: RunSpec, records: Iterable[dict[str, Any]], origin: float | None
+           ) -> tuple[RunStats, list[IntervalView], list[dict[str, Any]]]:
+    """A run's records merged per interval by the same code that merged them live (and that
+    merges the nodes of a merged run): the statistics, the interval views and the events."""
+    names = {g.name: i for i, g in enumerate(run.groups)}
+    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+    # interval -> (node, process) -> report, shaped as a cell's interval report
+    intervals: dict[int, dict[tuple[str, int], IntervalReport]] = {}
+    starts: dict[int, float] = {}
+    broker: dict[int, float] = {}
+    machine: dict[int, float] = {}
+    tails: dict[str, int] = {}
+    raw_events: list[dict[str, Any]] = []
+    for record in records:
+        kind = record.get("type")
+        if kind == "event":
+            raw_events.append(record)
+            continue
+        if kind == "broker":
+            broker[record["interval"]] = record["cpu"]
+            continue
+        if kind == "host":
+            machine[record["interval"]] = record["cpu"]
+            continue
+        if kind == "reconciliation":
+            tails[record["group"]] = tails.get(record["group"], 0) + record["lost_at_tail"]
+            continue
+        if kind not in ("process", "counters", "histogram"):
+            continue
+        index = record["interval"]
+        report = intervals.setdefault(index, {}).get((record["node"], record["process"]))
+        if report is None:
+            report = intervals[index][record["node"], record["process"]] = IntervalReport(
+                record["process"], 0, index, round(record["start"] * 1e9), record["length"],
+                False, 0.0, record["phase"], record["node"])
+        starts[index] = min(starts.get(index, record["start"]), record["start"])
+        if kind == "process":
+            report.cpu = record["cpu"]
+            continue
+        g = names[record["group"]]
+        part = report.groups.setdefault(g, GroupPart({}, {}, 0, 0, 0, 0))
+        if kind == "counters":
+            part.threads_up, part.threads = record["threads_up"], record["threads"]
+            part.counters = {k: record.get(k, 0) for k in COUNTERS}
+            part.clamped = record.get("clamped", 0)
+        else:
+            part.histograms[record["tag"][len(record["group"]) + 1:]] = record["hist"]
+    origin = origin or min(starts.values(), default=0.0)
+    stats = RunStats(run, metrics)
+    views = []
+    for index in sorted(intervals):
+        reports = list(intervals[index].values())
+        views.append(stats.merge(index, starts[index] - origin, reports, broker.get(index),
+                                 machine.get(index)))
+    stats.add_tails(tails)
+    return stats, views, raw_events

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, RichLog, Static
 from harness.screen.board import GroupBoard
 from harness.screen.feed import Feed, describe_target
 from harness.screen.plot import bars, render
-from harness.stats.intervals import CLIENT_CPU_LIMIT
+from harness.stats.figures import CLIENT_CPU_LIMIT
 from harness.stats.nines import distribution
 from harness.units import format_us
 
@@ -164,7 +164,7 @@ class RunApp(App[None]):
             self.exit()
 
     def _draw_detail(self, g: GroupBoard) -> None:
-        table = Table(box=None, padding=(0, 1), title=f"{g.name}: {g.headline} "
+        table = Table(box=None, padding=(0, 1), title=f"{g.name}: {g.label(g.headline)} "
                       f"({g.destination or '-'})", title_justify="left")
         table.add_column("")
         for column in ("p50", "p90", "p99", "p99.9", "max"):
@@ -173,7 +173,7 @@ class RunApp(App[None]):
         for metric in metrics:
             for cumulative in (False, True):
                 p = g.percentiles(metric, cumulative)
-                label = f"{metric} {'cumul.' if cumulative else 'last'}"
+                label = f"{g.label(metric)} {'cumul.' if cumulative else 'last'}"
                 if metric == "delay":
                     label = f"send delay {'cumul.' if cumulative else 'last'}"
                 table.add_row(label, *[format_us(p[k]) if p else "-"
@@ -189,7 +189,7 @@ class RunApp(App[None]):
         count = histogram.get_total_count() if histogram is not None else 0
         self.query_one("#plot", NinesPlot).show(
             distribution(histogram) if histogram is not None and count else [],
-            f"{g.headline} by percentile, cumulative ({count:,} samples)")
+            f"{g.label(g.headline)} by percentile, cumulative ({count:,} samples)")
 
     # -- keys
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -14,8 +14,15 @@ from dataclasses import dataclass, field
 from hdrh.histogram import HdrHistogram
 
 from harness.spec.run import RunSpec
+from harness.stats.figures import (
+    CLIENT_CPU_LIMIT,
+    closed_loop,
+    headline_metric,
+    metric_label,
+    role_count,
+)
 from harness.stats.histogram import new_histogram, percentiles
-from harness.stats.intervals import CLIENT_CPU_LIMIT, IntervalView, headline_metric, role_count
+from harness.stats.intervals import IntervalView
 from harness.stats.recorder import COUNTERS
 
 HISTORY = 120  # intervals of rate history kept for the sparkline
@@ -39,10 +46,14 @@ class GroupBoard:
     rate_count: int = 0
     rate_seconds: float = 0.0
     rates: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    closed_loop: bool = False
 
     @property
     def headline(self) -> str:
         return headline_metric(self.metrics)
+
+    def label(self, metric: str) -> str:
+        return metric_label(metric, self.closed_loop)
 
     @property
     def total(self) -> int:
@@ -71,7 +82,8 @@ class Board:
         self.groups: dict[str, GroupBoard] = {}
         for i, spec in enumerate(run.groups):
             board = GroupBoard(spec.name, spec.module, spec.role, spec.destination or "",
-                               metrics[i], spec.threads * spec.processes)
+                               metrics[i], spec.threads * spec.processes,
+                               closed_loop=closed_loop(run, i))
             board.reset()
             self.groups[spec.name] = board
         self.elapsed = 0.0

@@ -8,12 +8,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harness.stats.figures import (
+    BROKER_CPU_LABEL,
+    CLIENT_CPU_LIMIT,
+    headline_metric,
+    metric_label,
+)
 from harness.stats.histogram import percentiles
-from harness.stats.intervals import CLIENT_CPU_LIMIT, IntervalView, headline_metric
+from harness.stats.intervals import IntervalView
 from harness.units import format_us
 
 
-def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[str]:
+def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
+                   labels: dict[str, dict[str, str]]) -> list[str]:
+    """labels: each group's metric names as shown (harness.stats.figures.labels)."""
     lines = []
     phase = "" if view.phase == "measure" else f" [{view.phase}]"
     for name, group in view.groups.items():
@@ -29,7 +37,7 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[st
         if c["lost"] or c["duplicated"] or c["reordered"] or c["corrupt"]:
             text += (f" lost={c['lost']} dup={c['duplicated']} reord={c['reordered']}"
                      + (f" corrupt={c['corrupt']}" if c["corrupt"] else ""))
-        text += (f" | {head} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
+        text += (f" | {labels[name][head]} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
                  f" p99={format_us(p['p99'])} p99.9={format_us(p['p99.9'])}"
                  f" max={format_us(p['max'])}")
         if c["foreign"]:
@@ -50,8 +58,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]]) -> list[st
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"Summary: {summary['measured_seconds']:.1f} s measured "
-                        "(warm-up excluded; rates over the measured phase)")
+    table = Table(title=f"Summary: {summary['measured_seconds']:.2f} s measured "
+                        "(warm-up to stop; rates over the measured span)")
     for column in ("group", "module", "rate/s", "total", "errors", "lost", "dup", "reord",
                    "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max"):
         table.add_column(column, justify="left" if column in ("group", "module", "metric")
@@ -59,10 +67,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
     for name, g in summary["groups"].items():
         head = g["headline"]
         p = g[head]
+        label = metric_label(head, g.get("closed_loop", False))
         delay = g.get("delay", {}).get("p99") if "delay" in g else None
         total = g["received"] if g["received"] else g["sent"]
         table.add_row(name, g["module"], f"{g['rate']:.1f}", str(total), str(g["errors"]),
-                      str(g["lost"]), str(g["duplicated"]), str(g["reordered"]), head,
+                      str(g["lost"]), str(g["duplicated"]), str(g["reordered"]), label,
                       format_us(p["p50"]), format_us(p["p90"]), format_us(p["p99"]),
                       format_us(p["p99.9"]), format_us(p["max"]),
                       format_us(delay) if delay is not None else "-",
@@ -83,13 +92,29 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
     if cpu["bottleneck"]:
         line += f" - above {cpu['limit']:.0f}%: the client may be the bottleneck"
     console.print(line, highlight=False, style="bold red" if cpu["bottleneck"] else None)
+    if cpu.get("machine_max") is not None:
+        console.print(f"client machine cpu: max {cpu['machine_max']:.0f}% of all cores",
+                      highlight=False)
     broker = summary.get("broker_cpu")
     if broker:
-        ms = broker["cpu_ms_per_msg"]
+        ms = broker["cpu_ms_per_received_msg"]
         console.print(f"broker cpu: mean {broker['mean']:.0f}% max {broker['max']:.0f}% of a "
-                      f"core; CPU ms/msg {ms:.4f} (1000 ms a second; the WMB report used 1024)"
+                      f"core over the measured span; {BROKER_CPU_LABEL} {ms:.4f}"
                       if ms is not None else f"broker cpu: mean {broker['mean']:.0f}%",
                       highlight=False)
+    for name, g in summary["groups"].items():
+        if g.get("closed_loop"):
+            console.print(f"{name}: no rate set, so no intended send times: its latency is "
+                          "closed-loop (service) latency, not comparable with a paced run's",
+                          highlight=False, style="yellow")
+        if g.get("clamped"):
+            console.print(f"{name}: {g['clamped']} samples outside the histograms' range "
+                          "(negative: clocks apart; or above an hour) were clamped into it",
+                          highlight=False, style="yellow")
+        if g.get("unsent"):
+            console.print(f"{name}: {g['unsent']} messages were due but unsent at the stop; "
+                          "their delay is recorded as at least their wait to the stop",
+                          highlight=False, style="yellow")
     for name, g in summary["groups"].items():
         if g["reconnects"] or g["outage_ms"]:
             console.print(f"outage {name}: {g['reconnects']} reconnects, "
@@ -103,7 +128,8 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       highlight=False, style="bold red" if bad else None)
     floor = summary.get("floor")
     if floor and floor["samples"]:
-        console.print(f"harness floor: thread hand-off p50 {format_us(floor['p50'])} p99 "
+        console.print(f"harness floor: wake-up and thread hand-off p50 "
+                      f"{format_us(floor['p50'])} p99 "
                       f"{format_us(floor['p99'])} max {format_us(floor['max'])} under this "
                       "run's load; latencies below it are the harness's own", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False)

@@ -127,8 +127,8 @@ COMMON: tuple[Option, ...] = (
     Option("output", str, "runs", "Directory that receives the run directory.", short="-o",
            scope=R),
     Option("node", str, None, "Node name in output files (default: host name).", scope=R),
-    Option("broker-pid", int, None, "PID of a local broker: its CPU% and CPU ms/msg are "
-           "reported.", scope=R),
+    Option("broker-pid", int, None, "PID of a local broker: its CPU% and CPU ms per "
+           "message received are reported.", scope=R),
     Option("seed", int, 0, "Seed of the Poisson arrivals: the same seed gives the same "
            "schedule in every run.", scope=R),
     Option("switch-interval", float, None, "sys.setswitchinterval() seconds in worker "

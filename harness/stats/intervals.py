@@ -1,9 +1,10 @@
 """The controller's statistics: per interval, the reports of all processes merged exactly
-(histograms added, counters summed); over the run, cumulative figures per group.
+(histograms added, counters summed); over the run, cumulative figures per group, as
+harness.stats.figures defines them.
 
-Phases: intervals that start before the warm-up ends are "warmup" and left out of the summary;
-intervals that start after the producers were told to stop are "drain": their messages count
-in totals and latency, but rates are computed over the "measure" phase only.
+Each report carries its own phase (harness.stats.timeline): "warmup" is left out of the
+summary; "drain" counts in totals and latency; rates are over the "measure" phase only, node
+by node (a merged run's nodes each have their own span).
 """
 
 from __future__ import annotations
@@ -16,34 +17,20 @@ from hdrh.histogram import HdrHistogram
 from harness.spec.group import GroupSpec
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
+from harness.stats.figures import (
+    BROKER_CPU_LABEL,
+    CLIENT_CPU_LIMIT,
+    broker_cpu_ms_per_received,
+    client_bottleneck,
+    closed_loop,
+    headline_metric,
+    mean,
+    role_count,
+    summed_rate,
+)
 from harness.stats.histogram import add_encoded, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd
-
-# The ActiveMQ paper's rule: above this a client may itself be the bottleneck.
-CLIENT_CPU_LIMIT = 75.0
-
-
-def run_loss(run: RunSpec, summary: dict[str, Any]) -> int:
-    """Messages lost in a run, each counted once: a destination's delivery check (sent
-    against received, which also sees competing consumers and tails) where there is one;
-    elsewhere (selectors, numbered topics) its consumers' sequence gaps."""
-    checked = {d["destination"] for d in summary["delivery"]}
-    lost = sum(d["missing"] for d in summary["delivery"])
-    for group in run.groups:
-        if ROLES[group.role].consumes and ":".join(group.endpoint) not in checked:
-            lost += summary["groups"][group.name]["lost"]
-    return lost
-
-
-def headline_metric(metrics: list[str]) -> str:
-    return "latency" if "latency" in metrics else "service"
-
-
-def role_count(role: str, counters: dict[str, int]) -> int:
-    """The messages a group's rate counts: received for consumers and for Requestor (round
-    trips), sent for producers."""
-    return counters["received"] if ROLES[role].consumes else counters["sent"]
 
 
 @dataclass
@@ -70,6 +57,16 @@ class IntervalView:
     groups: dict[str, GroupInterval]
     cpu_max: float
     broker_cpu: float | None = None
+    machine_cpu: float | None = None  # % of all the client machine's cores
+
+
+def view_phase(reports: list[IntervalReport]) -> str:
+    """The phase an interval shows: measuring if any process (or node) measured in it."""
+    phases = {r.phase for r in reports}
+    for phase in ("measure", "warmup", "drain"):
+        if phase in phases:
+            return phase
+    return "measure"
 
 
 @dataclass
@@ -77,11 +74,13 @@ class GroupTotals:
     spec: GroupSpec
     metrics: list[str]
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
-    measured: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    # The measured phase's counters, per node: each node's rate is over its own span.
+    measured: dict[str, dict[str, int]] = field(default_factory=dict)
     # Every phase, warm-up included: what the delivery check balances.
     everything: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     histograms: dict[str, HdrHistogram] = field(default_factory=dict)
     cpu: list[float] = field(default_factory=list)
+    clamped: int = 0  # samples outside the histograms' range, clamped into it
 
     def count(self, counters: dict[str, int]) -> int:
         return role_count(self.spec.role, counters)
@@ -90,72 +89,97 @@ class GroupTotals:
 class RunStats:
     def __init__(self, run: RunSpec, metrics: dict[int, list[str]]) -> None:
         self.run = run
+        self.metrics = metrics
         self.groups = [GroupTotals(g, metrics[i]) for i, g in enumerate(run.groups)]
         for totals in self.groups:
             totals.histograms = {m: new_histogram() for m in totals.metrics}
-        self.measured_seconds = 0.0
+        self.node_seconds: dict[str, float] = {}  # measured seconds, per node
         self.cpu: list[float] = []
+        self.machine_cpu: list[float] = []
         self.broker_cpu: list[float] = []
         self.intervals = 0
         self.tails: dict[str, int] = {}
 
-    def merge(self, index: int, start: float, phase: str, reports: list[IntervalReport],
-              broker_cpu: float | None) -> IntervalView:
-        """Merge one interval's reports from every process, and add it to the totals."""
+    def merge(self, index: int, start: float, reports: list[IntervalReport],
+              broker_cpu: float | None, machine_cpu: float | None = None) -> IntervalView:
+        """Merge one interval's reports from every process (and node), and add each to the
+        totals of its own phase."""
         length = max((r.length_s for r in reports), default=0.0)
         views: dict[str, GroupInterval] = {}
+        spans: dict[tuple[str, int], float] = {}
+        for report in reports:
+            if report.phase == "measure":
+                key = (report.node, report.start_ns)
+                spans[key] = max(spans.get(key, 0.0), report.length_s)
+        for (node, _), seconds in spans.items():
+            self.node_seconds[node] = self.node_seconds.get(node, 0.0) + seconds
         for g, totals in enumerate(self.groups):
-            parts = [r.groups[g] for r in reports if g in r.groups]
+            parts = [(r, r.groups[g]) for r in reports if g in r.groups]
             if not parts:
                 continue
             counters = dict.fromkeys(COUNTERS, 0)
             histograms = {m: new_histogram() for m in totals.metrics}
-            for part in parts:
+            for report, part in parts:
+                phase = report.phase
+                totals.clamped += part.clamped
                 for name, value in part.counters.items():
                     counters[name] += value
                     totals.everything[name] += value
+                    if phase != "warmup":
+                        totals.counters[name] += value
+                if phase == "measure":
+                    measured = totals.measured.setdefault(report.node,
+                                                          dict.fromkeys(COUNTERS, 0))
+                    for name, value in part.counters.items():
+                        measured[name] += value
                 for metric, text in part.histograms.items():
                     add_encoded(histograms[metric], text)
-            cpu = max(r.cpu for r in reports if g in r.groups)
+                    if phase != "warmup":
+                        add_encoded(totals.histograms[metric], text)
+            cpu = max(r.cpu for r, _ in parts)
             views[totals.spec.name] = GroupInterval(
-                totals.spec.role, counters, histograms, sum(p.threads_up for p in parts),
-                sum(p.threads for p in parts), sum(p.producing for p in parts), cpu)
-            if phase != "warmup":
-                for name, value in counters.items():
-                    totals.counters[name] += value
-                    if phase == "measure":
-                        totals.measured[name] += value
-                for metric, histogram in histograms.items():
-                    if histogram.get_total_count():
-                        totals.histograms[metric].add(histogram)
+                totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
+                sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu)
+            if any(r.phase == "measure" for r, _ in parts):
                 totals.cpu.append(cpu)
+        phase = view_phase(reports)
         cpu_max = max((r.cpu for r in reports), default=0.0)
         if phase == "measure":
-            self.measured_seconds += length
-        if phase != "warmup":
             self.cpu.append(cpu_max)
             if broker_cpu is not None:
                 self.broker_cpu.append(broker_cpu)
+            if machine_cpu is not None:
+                self.machine_cpu.append(machine_cpu)
         self.intervals += 1
-        return IntervalView(index, start, length, phase, views, cpu_max, broker_cpu)
+        return IntervalView(index, start, length, phase, views, cpu_max, broker_cpu,
+                            machine_cpu)
+
+    def measured_seconds(self) -> float:
+        """The measured span; of the longest, where nodes measured different spans."""
+        return max(self.node_seconds.values(), default=0.0)
+
+    def _rate(self, totals: list[GroupTotals], count: Any) -> float:
+        """Over the given groups, the sum of each node's count over its own span."""
+        return summed_rate(
+            (sum(count(t, t.measured.get(node, {})) for t in totals), seconds)
+            for node, seconds in self.node_seconds.items())
 
     def summary(self) -> dict[str, Any]:
-        seconds = self.measured_seconds
         groups: dict[str, Any] = {}
         # Every message a group sent was received by the broker, and every message a group
         # received was dispatched by it (replies included).
-        sent_rate = sum(t.measured["sent"] for t in self.groups) / seconds if seconds else 0.0
-        received_rate = sum(t.measured["received"] for t in self.groups) / seconds \
-            if seconds else 0.0
-        for totals in self.groups:
+        sent_rate = self._rate(self.groups, lambda t, c: c.get("sent", 0))
+        received_rate = self._rate(self.groups, lambda t, c: c.get("received", 0))
+        for i, totals in enumerate(self.groups):
             spec = totals.spec
-            rate = totals.count(totals.measured) / seconds if seconds else 0.0
             entry: dict[str, Any] = {
                 "module": spec.module, "destination": spec.destination,
                 "lost_at_tail": self.tails.get(spec.name, 0),
                 "threads": spec.threads, "processes": spec.processes,
-                "rate": rate, **totals.counters,
+                "rate": self._rate([totals], lambda t, c: t.count(c)), **totals.counters,
+                "clamped": totals.clamped,
                 "headline": headline_metric(totals.metrics),
+                "closed_loop": closed_loop(self.run, i),
                 "client_cpu_max": max(totals.cpu, default=0.0),
             }
             for metric, histogram in totals.histograms.items():
@@ -163,8 +187,10 @@ class RunStats:
                 entry.setdefault("histograms", {})[metric] = encode(histogram)
             groups[spec.name] = entry
         cpu_max = max(self.cpu, default=0.0)
+        machine_max = max(self.machine_cpu, default=None)
         result: dict[str, Any] = {
-            "measured_seconds": seconds,
+            "measured_seconds": self.measured_seconds(),
+            "node_seconds": dict(self.node_seconds),
             "groups": groups,
             # The ActiveMQ paper's definitions: received by the broker (= sent by producers),
             # dispatched (= received by consumers), overall = both, r = dispatched / received.
@@ -173,20 +199,18 @@ class RunStats:
                 "overall": sent_rate + received_rate,
                 "replication_grade": received_rate / sent_rate if sent_rate else None,
             },
-            "client_cpu": {"max": cpu_max,
-                           "mean": sum(self.cpu) / len(self.cpu) if self.cpu else 0.0,
-                           "limit": CLIENT_CPU_LIMIT, "bottleneck": cpu_max > CLIENT_CPU_LIMIT},
+            "client_cpu": {"max": cpu_max, "mean": mean(self.cpu), "limit": CLIENT_CPU_LIMIT,
+                           "machine_max": machine_max,
+                           "bottleneck": client_bottleneck(cpu_max, machine_max)},
             "delivery": self.delivery(),
         }
         if self.broker_cpu:
             import os
-            mean = sum(self.broker_cpu) / len(self.broker_cpu)
-            rate = received_rate or sent_rate
-            # WMB report: CPU ms/msg = (CPUs * 1000 * %CPU/100) / rate, with %CPU of the whole
-            # machine; psutil gives % of one core, so CPUs cancel out. (The report used 1024.)
+            broker_mean = mean(self.broker_cpu)
             result["broker_cpu"] = {
-                "mean": mean, "max": max(self.broker_cpu), "cpus": os.cpu_count(),
-                "cpu_ms_per_msg": (1000 * mean / 100) / rate if rate else None,
+                "mean": broker_mean, "max": max(self.broker_cpu), "cpus": os.cpu_count(),
+                "label": BROKER_CPU_LABEL,
+                "cpu_ms_per_received_msg": broker_cpu_ms_per_received(broker_mean, sent_rate),
             }
         return result
 
@@ -216,12 +240,17 @@ class RunStats:
                 for producer_id, count in source.positions.items():
                     tail += max(count - seen.positions.get(producer_id, 0), 0)
             tails[spec.name] = tails.get(spec.name, 0) + tail
+        self.add_tails(tails)
+        return tails
+
+    def add_tails(self, tails: dict[str, int]) -> None:
+        """Add the reconciliation's losses at the tails (computed live, or read back from the
+        run's records) to each group's lost."""
         for totals in self.groups:
             tail = tails.get(totals.spec.name, 0)
             totals.counters["lost"] += tail
             totals.everything["lost"] += tail
-        self.tails = tails
-        return tails
+        self.tails = dict(tails)
 
     def delivery(self) -> list[dict[str, Any]]:
         """Per destination: every message a producer sent against what consumers received.

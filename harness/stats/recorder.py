@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 METRICS = ("latency", "service", "delay")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
-            "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign")
+            "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent")
 
 
 class Sample(NamedTuple):
@@ -39,6 +39,7 @@ class Recorder:
         self.sent = self.received = self.bytes = self.errors = 0
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
+        self.unsent = 0
 
     def take(self) -> Sample:
         sample = Sample({m: getattr(self, m) for m in METRICS},

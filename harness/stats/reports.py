@@ -38,6 +38,8 @@ class IntervalReport:
     length_s: float
     final: bool
     cpu: float  # % of one core
+    phase: str = "measure"  # warmup, measure or drain (harness.stats.timeline)
+    node: str = ""  # the node that measured it; empty for this node
     groups: dict[int, GroupPart] = field(default_factory=dict)
     streams: list[StreamEnd] = field(default_factory=list)  # with the final report
     floor: str | None = None  # the floor probe's histogram, with the final report
@@ -53,6 +55,7 @@ class StatusReport:
 
     process: int
     producing: int
+    ended_ns: int = 0  # epoch ns at which its last producer ended
 
 
 @dataclass

@@ -1,0 +1,106 @@
+"""Every figure the harness reports, defined once. The console, summary.json, the live screen,
+`harness view`, the results tables, the merge and report.html all compute through here.
+
+- Measured span: from the end of the warm-up to the producers' stop, exactly (intervals are
+  cut at both instants, harness.stats.timeline). A node measures one span; a merged run has
+  one per node.
+- Rate of a group: the messages it counts (received by consumers and by a Requestor, whose
+  count is its completed round trips; sent by Sender and Publisher) in its measured intervals,
+  over the seconds of those intervals. A merged group's rate is the sum of its nodes' rates.
+- Percentiles: of the HDR histogram of every sample after the warm-up, drain included (a
+  message received while draining was sent while measuring). Latency is measured from the
+  intended send time; with no rate set there is none, and latency is closed-loop (service)
+  latency, labelled so wherever it is shown.
+- Loss: messages sent and never received, each counted once (run_loss).
+- Client CPU: % of one core of the busiest process of a group, per interval; its mean and
+  maximum over the measured intervals. The client may be the bottleneck above
+  CLIENT_CPU_LIMIT, or when the machine as a whole is above MACHINE_CPU_LIMIT.
+- Broker CPU: % of one core of the broker process, per interval; its mean over the measured
+  intervals; CPU ms per message the broker received (broker_cpu_ms_per_received).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from harness.spec.roles import ROLES
+from harness.spec.run import RunSpec
+
+# The ActiveMQ paper's rule: above this a client may itself be the bottleneck.
+CLIENT_CPU_LIMIT = 75.0
+# Above this share of all the machine's cores, the client machine itself is saturated.
+MACHINE_CPU_LIMIT = 90.0
+BROKER_CPU_LABEL = "broker CPU ms per message received"
+
+
+def role_count(role: str, counters: dict[str, int]) -> int:
+    """The messages a group's rate counts: received for consumers and for Requestor (round
+    trips), sent for producers."""
+    return counters.get("received", 0) if ROLES[role].consumes else counters.get("sent", 0)
+
+
+def rate(count: float, seconds: float) -> float:
+    return count / seconds if seconds > 0 else 0.0
+
+
+def summed_rate(parts: Iterable[tuple[float, float]]) -> float:
+    """A group's rate over several nodes: (count, measured seconds) of each node, each
+    node's rate over its own span, summed."""
+    return sum(rate(count, seconds) for count, seconds in parts)
+
+
+def headline_metric(metrics: list[str]) -> str:
+    return "latency" if "latency" in metrics else "service"
+
+
+def closed_loop(run: RunSpec, index: int) -> bool:
+    """Whether group `index`'s latency is closed-loop: its messages carry no intended time
+    because the producers sending them run unthrottled."""
+    group = run.groups[index]
+    role = ROLES[group.role]
+    if role.produces and role.consumes:  # Requestor: its own schedule
+        return not group.per_thread_rate
+    if role.produces:
+        return False  # service and delay only
+    feeding = [g for g in run.groups if ROLES[g.role].produces and g.endpoint == group.endpoint]
+    return any(not g.per_thread_rate for g in feeding)
+
+
+def metric_label(metric: str, closed: bool) -> str:
+    return "latency (closed loop)" if metric == "latency" and closed else metric
+
+
+def labels(run: RunSpec, metrics: dict[int, list[str]]) -> dict[str, dict[str, str]]:
+    """Each group's metrics as they are labelled wherever they are shown."""
+    return {g.name: {m: metric_label(m, closed_loop(run, i)) for m in metrics[i]}
+            for i, g in enumerate(run.groups)}
+
+
+def run_loss(run: RunSpec, summary: dict[str, Any]) -> int:
+    """Messages lost in a run, each counted once: a destination's delivery check (sent
+    against received, which also sees competing consumers and tails) where there is one;
+    elsewhere (selectors, numbered topics) its consumers' sequence gaps."""
+    checked = {d["destination"] for d in summary["delivery"]}
+    lost = sum(d["missing"] for d in summary["delivery"])
+    for group in run.groups:
+        if ROLES[group.role].consumes and ":".join(group.endpoint) not in checked:
+            lost += summary["groups"][group.name]["lost"]
+    return lost
+
+
+def broker_cpu_ms_per_received(cpu_percent: float, received_rate: float) -> float | None:
+    """The WMB report's CPU cost: CPU ms per message, over the messages the broker received
+    (producers' sends, replies included), from the broker's mean % of one core.
+    CPUs * 1000 * %CPU/100 / rate with %CPU of the whole machine is the same figure; the
+    report wrote 1024 for 1000."""
+    return 10.0 * cpu_percent / received_rate if received_rate else None
+
+
+def client_bottleneck(client_cpu_max: float, machine_cpu_max: float | None) -> bool:
+    return client_cpu_max > CLIENT_CPU_LIMIT or \
+        (machine_cpu_max is not None and machine_cpu_max > MACHINE_CPU_LIMIT)
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
