@@ -80,6 +80,8 @@ def test_a_requestor_that_gets_no_answer_records_its_timeouts_in_latency(harness
     # Every request is in latency, none faster than the wait it timed out after.
     assert latency.get_total_count() == requestor["timeouts"]
     assert latency.get_min_value() >= 300_000
+    # The first timeout of each interval goes to the log, with its reason.
+    assert "requestor: timeout error: no reply within 0.3 s" in result.stdout + result.stderr
 
 
 def test_messages_due_but_unsent_at_the_stop_are_counted_with_their_wait(harness):

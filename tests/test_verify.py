@@ -1,5 +1,5 @@
 from harness.stats.recorder import Recorder
-from harness.stats.verify import SequenceTracker
+from harness.stats.verify import SeenSet, SequenceTracker, union_count
 
 WINDOW = 1_000
 
@@ -42,10 +42,35 @@ def test_repeat_is_a_duplicate_and_producers_are_independent():
     assert (rec.lost, rec.duplicated, rec.reordered) == (0, 2, 0)
 
 
-def test_first_message_sets_the_baseline_for_late_subscribers():
-    rec, tracker = feed([500, 501, 502])
+def test_loss_at_the_head_of_a_stream_is_found():
+    # Every stream of a run starts at 0: the first three never arrived.
+    rec, tracker = feed([3, 4, 5])
     tracker.finish()
-    assert rec.lost == 0
+    assert rec.lost == 3
+
+
+def test_a_message_arriving_after_the_window_counts_once_as_late():
+    rec, tracker = feed([0, 1, 3])
+    tracker.expire(2 + WINDOW)
+    assert (rec.lost, rec.late) == (1, 0)
+    tracker.check("p", 2, 5 * WINDOW)
+    tracker.finish()
+    assert (rec.lost, rec.late, rec.duplicated, rec.reordered) == (0, 1, 0, 0)
+
+
+def test_competing_receivers_duplicates_do_not_cancel_losses():
+    # Ten messages to a queue: a loses 7 and 8, b gets 3 twice (a redelivery); in all, 2
+    # are missing and 1 duplicated, whatever the counts received say (9 + 1 = 10).
+    rec_a, rec_b = Recorder(), Recorder()
+    a, b = SeenSet(rec_a), SeenSet(rec_b)
+    for seq in (0, 1, 2, 4, 5, 6, 9):
+        a.add("p", seq)
+    for seq in (3, 3):
+        b.add("p", seq)
+    received = 9
+    assert rec_b.duplicated == 1
+    once = union_count([bytes(a.bits["p"]), bytes(b.bits["p"])])
+    assert once == 8 and received - once == 1 and 10 - once == 2
 
 
 def test_missing_at_the_end_of_the_run_is_lost():

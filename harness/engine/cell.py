@@ -27,9 +27,11 @@ from harness.errors import StartFailure
 from harness.spec.group import GroupSpec
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
+from harness.spec.topology import CONSUMERS, PRODUCERS, endpoints
 from harness.stats.histogram import encode, fold_many, new_histogram
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import (
+    BalanceReport,
     DoneReport,
     GroupPart,
     IntervalReport,
@@ -44,6 +46,7 @@ from harness.transports import transport_class
 # How long after an interval ends the cell waits for a busy worker's hand-off before
 # reporting the interval without it (its data then lands in the next interval).
 GRACE_S = 0.25
+BALANCE_EVERY_S = 0.1
 PHASE_GRACE_S = 5.0
 DRAIN_IDLE_S = 0.5
 MIN_CPU_SPAN_S = 0.2
@@ -87,9 +90,12 @@ class _Interval:
         self.values: dict[int, dict[str, list[Sequence[int]]]] = {g: {} for g in groups}
         self.counters: dict[int, dict[str, int]] = {g: dict.fromkeys(COUNTERS, 0)
                                                     for g in groups}
+        self.reasons: dict[int, dict[str, str]] = {g: {} for g in groups}
 
     def add(self, group: int, values: dict[str, Sequence[int]],
-            counters: dict[str, int]) -> None:
+            counters: dict[str, int], reasons: dict[str, str] | None = None) -> None:
+        for kind, reason in (reasons or {}).items():
+            self.reasons[group].setdefault(kind, reason)
         chunks = self.values[group]
         for metric, items in values.items():
             if items:
@@ -115,6 +121,7 @@ class Cell:
         self.rates: dict[int, float] = {}  # per-thread rates changed live, by group
         self.thread_counts: dict[int, int] = {}
         self.floor = FloorProbe()
+        self.checked = {key: point.checked for key, point in endpoints(self.run).items()}
 
     def _new_worker(self, g: int) -> Worker:
         run = self.run
@@ -126,7 +133,8 @@ class Cell:
         setup = WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
                             self.outbox, transport_class(group.transport)(settings),
                             self.bodies[g], self.plan.exclusive.get(g, False),
-                            int(run.reorder_window * 1e9), copy, run.seed)
+                            int(run.reorder_window * 1e9), copy, run.seed, self.plan.run_id,
+                            self.checked[group.endpoint])
         return (WORKERS.get(group.role) or HANDLERS[group.role])(setup)
 
     # -- lifecycle, called by the controller
@@ -244,6 +252,7 @@ class Cell:
         producers = [w for w in self.workers if w.produces()]
         producers_done = not producers
         stop_seen: int | None = None
+        next_balance = 0
         timeline = control.timeline
         while True:
             boundary = timeline.bounds(index)[1]
@@ -279,6 +288,9 @@ class Cell:
             if now >= boundary and (complete or now >= boundary + grace * 1e9):
                 self._report(index, pending.pop(index, None) or _Interval(groups), None)
                 index += 1
+            if control.draining and producers_done and now >= next_balance:
+                next_balance = now + int(BALANCE_EVERY_S * 1e9)
+                self.emit(self._balance())
             if not producers_done and all(w.finished for w in producers):
                 # Tell the controller now, not at the next interval, so a run that ends by
                 # message count does not wait out the interval.
@@ -290,6 +302,7 @@ class Cell:
                 if failure not in reported_failures:
                     reported_failures.add(failure)
                     self.emit(LogReport(self.plan.process_index, failure))
+        self.emit(self._balance())  # the last word on what this process sent and received
         self.emit(DoneReport(self.plan.process_index))
 
     def _take_handoffs(self, pending: dict[int, _Interval], index: int,
@@ -299,13 +312,25 @@ class Cell:
             (group, thread), interval, sample = outbox.popleft()
             if sample.streams is not None:
                 self.streams.append(StreamEnd(group, thread, self.plan.process_index,
-                                              sample.streams))
+                                              **sample.streams))
             # A hand-off for an interval already reported goes to the earliest open one.
             interval = max(interval, index)
             slot = pending.get(interval)
             if slot is None:
                 slot = pending[interval] = _Interval(groups)
-            slot.add(group, sample.values, sample.counters)
+            slot.add(group, sample.values, sample.counters, sample.reasons)
+
+    def _balance(self) -> BalanceReport:
+        sent: dict[int, int] = {}
+        received: dict[int, int] = {}
+        for worker in list(self.workers):
+            g = worker.key[0]
+            role = self.run.groups[g].role
+            if role in PRODUCERS:
+                sent[g] = sent.get(g, 0) + worker.stream_position - len(worker.failed)
+            elif role in CONSUMERS:
+                received[g] = received.get(g, 0) + getattr(worker, "count", 0)
+        return BalanceReport(self.plan.process_index, sent, received)
 
     def _cpu_seconds(self) -> float:
         times = self.process.cpu_times()
@@ -341,6 +366,11 @@ class Cell:
                 histogram = new_histogram()
                 clamped += fold_many(histogram, data.values[g].get(metric, ()))
                 histograms[metric] = encode(histogram)
+            for kind, reason in data.reasons[g].items():
+                # The first error of each kind per group per interval, with its reason.
+                self.emit(LogReport(self.plan.process_index,
+                                    f"{group.name}: {kind} error: {reason} (first this "
+                                    f"interval; {data.counters[g]['errors']} errors in it)"))
             workers = [w for w in self.workers if w.key[0] == g]
             report.groups[g] = GroupPart(
                 data.counters[g], histograms, clamped, sum(w.up for w in workers),

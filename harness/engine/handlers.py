@@ -23,7 +23,7 @@ class Handler(Consumer):
         self.location = self.group.thread_number(self.setup.copy, self.setup.thread_index)
         self.sequences: dict[str, int] = {}
         self.seen_calls: set[str] = set()
-        rng = random.Random(self.producer_id)  # seeded the same in every run
+        rng = random.Random(self.stream_name)  # seeded the same in every run
         self.random = rng
         self.bodies = {}
         for action in self.group.plan or ():
@@ -68,8 +68,8 @@ class Handler(Consumer):
                                 correlation, None, action["persistent"])
                 try:
                     self.transport.send(destination, reply)
-                except TransportError:
-                    rec.errors += 1
+                except TransportError as exc:
+                    rec.error("send", exc)
                     continue
                 rec.sent += 1
                 rec.bytes += size

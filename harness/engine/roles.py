@@ -51,8 +51,12 @@ class _Producer(Worker):
                                   properties, correlation, None, persistent)
                 try:
                     send(destination, message)
-                except TransportError:
-                    rec.errors += 1
+                except TransportError as exc:
+                    # The number is not used again (the broker may have taken the message):
+                    # the reconciliation takes failed numbers out of consumers' losses.
+                    rec.error("send", exc)
+                    self.failed.append(seq)
+                    seq += 1
                     self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
                     continue
                 done = now_ns()
@@ -99,7 +103,7 @@ class Consumer(Worker):
                     self.consume(message, now_ns())
                 except Exception as exc:  # never let a failure vanish into a client library
                     self.failure = self.failure or f"{type(exc).__name__}: {exc}"
-                    self.rec.errors += 1
+                    self.rec.error("consume", exc)
 
     def work(self) -> None:
         control, rec = self.control, self.rec
@@ -114,8 +118,8 @@ class Consumer(Worker):
             try:
                 # Pushed: returns None after POLL_S, and reconnects a lost connection.
                 message = receive(POLL_S)
-            except TransportError:
-                rec.errors += 1  # the transport reconnects; the outage is counted there
+            except TransportError as exc:
+                rec.error("receive", exc)  # the transport reconnects; the outage counts there
                 message = None
             now = now_ns()
             if message is not None:
@@ -124,7 +128,8 @@ class Consumer(Worker):
             with lock:
                 if now >= self.next_boundary:
                     self.flush(now)
-            if control.draining and now - self.last >= control.drain_idle_ns:
+            if control.draining and not self.setup.checked and \
+                    now - self.last >= control.drain_idle_ns:
                 break
         with lock:
             self.done = True
@@ -139,23 +144,27 @@ class Consumer(Worker):
         self.last = now
         rec.received += 1
         rec.bytes += len(message.body)
-        if message.seq >= 0:
+        if message.seq >= 0 and message.producer.startswith(self.run_prefix):
             arrived = now + EPOCH_OFFSET_NS
             rec.latency.append((arrived - message.ts) // 1000)
             rec.service.append((arrived - message.sent) // 1000)
             if self.tracker is not None:
                 self.tracker.check(message.producer, message.seq, now)
+            elif self.seen is not None:
+                self.seen.add(message.producer, message.seq)
             crc_every = self.crc_every
             if crc_every and message.seq % crc_every == 0 and message.crc is not None \
                     and zlib.crc32(message.body) != message.crc:
                 rec.corrupt += 1
         else:
-            rec.foreign += 1  # not from a harness producer: no timestamps, no sequence
+            # Not from this run's producers (another program, or an earlier run's leftovers):
+            # not timed, not sequence-checked.
+            rec.foreign += 1
         self.handle(message)
         try:
             self.transport.ack(message)
-        except TransportError:
-            rec.errors += 1  # unacknowledged: the broker redelivers, seen as a duplicate
+        except TransportError as exc:
+            rec.error("ack", exc)  # unacknowledged: the broker redelivers, seen as a duplicate
         self.count += 1
         group = self.group
         if group.transacted and self.count % group.commit_count == 0:
@@ -189,14 +198,14 @@ class Responder(Consumer):
     def handle(self, message: Message) -> None:
         rec = self.rec
         if message.reply_to is None:
-            rec.errors += 1
+            rec.error("reply", "a request without reply-to")
             return
         reply = Message(message.body, message.producer, message.seq, message.ts, message.sent,
                         message.crc, None, message.correlation_id, None, self.group.persistent)
         try:
             self.transport.send(message.reply_to, reply)
-        except TransportError:
-            rec.errors += 1
+        except TransportError as exc:
+            rec.error("reply", exc)
             return
         rec.sent += 1
 
@@ -238,10 +247,10 @@ class Requestor(Worker):
                 if group.transacted:
                     # The request must be visible before its reply can come back.
                     self.commit()
-            except TransportError:
+            except TransportError as exc:
                 # A failed request never completes: its latency is at least the time it took
                 # to fail, and its number is not used again.
-                rec.errors += 1
+                rec.error("send", exc)
                 self._round_trip(intended, now, now_ns())
                 seq += 1
                 self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
@@ -253,8 +262,8 @@ class Requestor(Worker):
             while True:
                 try:
                     reply = receive(POLL_S)
-                except TransportError:
-                    rec.errors += 1
+                except TransportError as exc:
+                    rec.error("receive", exc)
                     reply = None
                 done = now_ns()
                 if reply is not None:
@@ -267,7 +276,7 @@ class Requestor(Worker):
                     # Recorded as well as counted: a broker that stops answering must not
                     # look faster than one that answers slowly.
                     rec.timeouts += 1
-                    rec.errors += 1
+                    rec.error("timeout", f"no reply within {group.reply_timeout:g} s")
                     self._round_trip(intended, now, done)
                     break
             seq += 1

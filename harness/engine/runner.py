@@ -36,9 +36,11 @@ from harness.rundir.writer import (
 )
 from harness.spec.roles import ROLES, metrics_for
 from harness.spec.run import RunSpec
+from harness.spec.topology import endpoints
 from harness.stats.histogram import decode, encode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.reports import (
+    BalanceReport,
     DoneReport,
     IntervalReport,
     LogReport,
@@ -143,6 +145,7 @@ class _Progress:
     drain_sent: bool = False
     stop_sent: bool = False
     ended: float = 0.0  # epoch s at which the last producer ended (-mg)
+    balance: dict[int, BalanceReport] = field(default_factory=dict)  # while draining
 
 
 class Signals:
@@ -393,12 +396,34 @@ class Controller:
                 self._broadcast("drain", stop_ns)
                 progress.drain_sent = True
         if progress.drain_sent and not progress.stop_sent and \
-                now >= (self.stop_at or now) + run.drain:
+                (now >= (self.stop_at or now) + run.drain or self._balanced(progress)):
             self._broadcast("stop")
             progress.stop_sent = True
 
+    def _balanced(self, progress: _Progress) -> bool:
+        """Whether every destination whose delivery the run checks has received all that
+        was sent there (and there is one): the drain need not wait any longer."""
+        # Every process's count, the last one of those that ended.
+        if any(p.process_index not in progress.balance for p in self.plans):
+            return False
+        points = [p for p in endpoints(self.run).values() if p.checked]
+        if not points or any(ROLES[g.role].consumes and g.endpoint not in
+                             {(p.transport, p.kind, p.name) for p in points}
+                             for g in self.run.groups):
+            return False
+        for point in points:
+            sent = sum(b.sent.get(i, 0) for b in progress.balance.values()
+                       for i in point.producers)
+            received = sum(b.received.get(i, 0) for b in progress.balance.values()
+                           for i in point.consumers)
+            if received < sent * point.copies:
+                return False
+        return True
+
     def _receive(self, report: Report, progress: _Progress, writer: RunWriter) -> None:
-        if isinstance(report, StatusReport):
+        if isinstance(report, BalanceReport):
+            progress.balance[report.process] = report
+        elif isinstance(report, StatusReport):
             progress.producing[report.process] = report.producing
             progress.ended = max(progress.ended, report.ended_ns / 1e9)
         elif isinstance(report, LogReport):
@@ -425,10 +450,9 @@ class Controller:
         """The reconciliation, summary.json and the manifest's last word."""
         run = self.run
         if progress.exit_code == 0:
-            for group, tail in self.stats.reconcile(progress.streams).items():
-                writer.write_interval([{"type": "reconciliation", "v": SCHEMA_VERSION,
-                                        "run": self.run_id, "node": run.node, "group": group,
-                                        "lost_at_tail": tail}], [])
+            records = self.stats.reconcile(progress.streams)
+            writer.write_interval([{**r, "v": SCHEMA_VERSION, "run": self.run_id,
+                                    "node": run.node} for r in records], [])
         writer.close()
         end = time.time()
         summary = self.stats.summary()

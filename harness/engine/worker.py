@@ -18,7 +18,7 @@ from harness.spec.roles import ROLES
 from harness.spec.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
 from harness.stats.timeline import Timeline
-from harness.stats.verify import SequenceTracker
+from harness.stats.verify import SeenSet, SequenceTracker
 from harness.transports.base import Transport
 from harness.transports.message import Destination
 
@@ -71,6 +71,10 @@ class WorkerSetup:
     reorder_window_ns: int
     copy: int = 0  # which of the group's processes this is
     seed: int = 0  # the run's --seed
+    run_id: str = ""
+    # Its destination's delivery is balanced by the controller, which ends the drain when
+    # everything sent there arrived; elsewhere a consumer ends it after an idle spell.
+    checked: bool = False
 
 
 class Worker(threading.Thread, ABC):
@@ -85,7 +89,13 @@ class Worker(threading.Thread, ABC):
         self.control = setup.control
         self.transport = setup.transport
         self.key = (setup.group_index, setup.thread_index)
-        self.producer_id = f"{setup.node}:{group.name}:{setup.process_index}:{setup.thread_index}"
+        # The thread's name in every run (random draws are seeded from it), and the producer
+        # id its messages carry, which holds the run id: messages an earlier run left on a
+        # queue are foreign, not duplicates with huge latencies.
+        self.stream_name = f"{setup.node}:{group.name}:{setup.process_index}:" \
+            f"{setup.thread_index}"
+        self.run_prefix = f"{setup.run_id}:"
+        self.producer_id = self.run_prefix + self.stream_name
         self.role = ROLES[group.role]
         self.destination = Destination(self.role.kind,
                                        group.destination_for(setup.copy, setup.thread_index))
@@ -94,7 +104,7 @@ class Worker(threading.Thread, ABC):
         # With a size mix, a deck of bodies drawn by weight, dealt in turn: (body, crc).
         self.deck: list[tuple[bytes, int]] = []
         if group.size_mix:
-            draw = random.Random(self.producer_id)
+            draw = random.Random(self.stream_name)
             sizes = draw.choices([z for z, _ in group.size_mix],
                                  [w for _, w in group.size_mix], k=DECK)
             cut = {z: setup.body[:z] for z in set(sizes)}
@@ -114,6 +124,10 @@ class Worker(threading.Thread, ABC):
             self.correlation = f"{correlation}{setup.thread_index}" if correlation else None
         self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
                         if setup.exclusive else None)
+        # Competing receivers of a queue: the run's delivery check unions what each received.
+        self.seen = SeenSet(self.rec) if group.role == "Receiver" and not setup.exclusive \
+            and not group.selector and group.destination_max is None else None
+        self.failed: list[int] = []  # a producer's numbers whose send failed
         self.interval_index = 0
         self.next_boundary = self.control.timeline.bounds(0)[1]
         self.done_through = -1
@@ -132,7 +146,7 @@ class Worker(threading.Thread, ABC):
             # Thread k of the group's N runs k/N of a gap behind the first.
             phase = (n - 1) % total / total
             self.schedule = Schedule(self.start_time(), rate, group.ramp, group.poisson,
-                                     seed=f"{setup.seed}:{self.producer_id}", phase=phase)
+                                     seed=f"{setup.seed}:{self.stream_name}", phase=phase)
 
     def produces(self) -> bool:
         return self.role.produces
@@ -159,7 +173,7 @@ class Worker(threading.Thread, ABC):
                 self.work()
         except Exception as exc:  # a bug or an unexpected client failure: report, never hang
             self.failure = f"{type(exc).__name__}: {exc}"
-            self.rec.errors += 1
+            self.rec.errors += 1  # the cell logs the failure itself
         finally:
             self.ended_ns = now_ns()
             self.up = False
@@ -170,12 +184,23 @@ class Worker(threading.Thread, ABC):
             if self.tracker is not None:
                 self.tracker.finish()
             self.take_outage()
-            streams = {self.producer_id: self.stream_position} if self.produces() else \
-                dict(self.tracker.expected) if self.tracker is not None else None
+            streams = self.stream_end()
             self.setup.outbox.append((self.key, self.interval_index,
                                       self.rec.take()._replace(streams=streams)))
             self.done_through = 1 << 62
             self.finished = True
+
+    def stream_end(self) -> dict[str, object] | None:
+        """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd)."""
+        if self.produces() and not self.role.consumes:
+            return {"positions": {self.producer_id: self.stream_position},
+                    "failed": {self.producer_id: self.failed} if self.failed else {}}
+        if self.tracker is not None:
+            return {"positions": dict(self.tracker.expected),
+                    "lost": {p: sorted(s) for p, s in self.tracker.lost.items() if s}}
+        if self.seen is not None:
+            return {"positions": {}, "seen": {p: bytes(b) for p, b in self.seen.bits.items()}}
+        return None
 
     def flush(self, at: int) -> None:
         """Hand this interval's buffer to the cell and move to the interval that holds `at`

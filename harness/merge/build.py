@@ -91,8 +91,9 @@ class _Run:
             for (_, _, slot, phase), value in self.items(kind):
                 records.append({"type": kind, **common, "interval": index[slot, phase],
                                 "start": slot * self.interval, "phase": phase, "cpu": value})
-        for (_, _, group), value in self.items("tail"):
-            records.append({"type": "reconciliation", **common, "group": group, **value})
+        for (_, _, kind, name), value in self.items("reconcile"):
+            key = "group" if kind == "reconciliation" else "destination"
+            records.append({"type": kind, **common, key: name, **value})
         return records
 
     def rows(self, hlog_parts: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

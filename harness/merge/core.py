@@ -21,7 +21,7 @@ from harness.rundir.writer import SCHEMA_VERSION
 from harness.stats.histogram import decode, encode, new_histogram
 
 PHASES = ("warmup", "measure", "drain")
-KINDS = ("histogram", "counters", "process", "broker", "host", "reconciliation")
+KINDS = ("histogram", "counters", "process", "broker", "host", "reconciliation", "union")
 Key = tuple[Any, ...]
 
 
@@ -52,9 +52,14 @@ def fold_partition(lines: Iterable[str], layout: dict[str, dict[str, Any]],
         kind, run = record.get("type"), record.get("run")
         if run not in layout or kind not in KINDS:
             continue
-        if kind == "reconciliation":
-            target = sums.setdefault(("tail", run, record["group"]), {})
-            target["lost_at_tail"] = target.get("lost_at_tail", 0) + record["lost_at_tail"]
+        if kind in ("reconciliation", "union"):
+            # Summed over nodes: a union's count is exact within a node; across nodes it
+            # assumes no message reached receivers on two of them.
+            name = record.get("group") or record["destination"]
+            target = sums.setdefault(("reconcile", run, kind, name), {})
+            for field in ("lost_at_tail", "failed_sends", "received_once"):
+                if field in record:
+                    target[field] = target.get(field, 0) + record[field]
             continue
         interval = layout[run]["interval"]
         slot = slot_of(record["start"], interval)

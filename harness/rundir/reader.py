@@ -94,7 +94,7 @@ def replay(run: RunSpec, records: Iterable[dict[str, Any]], origin: float | None
     starts: dict[int, float] = {}
     broker: dict[int, float] = {}
     machine: dict[int, float] = {}
-    tails: dict[str, int] = {}
+    reconciliation: list[dict[str, Any]] = []
     raw_events: list[dict[str, Any]] = []
     for record in records:
         kind = record.get("type")
@@ -107,8 +107,8 @@ def replay(run: RunSpec, records: Iterable[dict[str, Any]], origin: float | None
         if kind == "host":
             machine[record["interval"]] = record["cpu"]
             continue
-        if kind == "reconciliation":
-            tails[record["group"]] = tails.get(record["group"], 0) + record["lost_at_tail"]
+        if kind in ("reconciliation", "union"):
+            reconciliation.append(record)
             continue
         if kind not in ("process", "counters", "histogram"):
             continue
@@ -137,5 +137,5 @@ def replay(run: RunSpec, records: Iterable[dict[str, Any]], origin: float | None
         reports = list(intervals[index].values())
         views.append(stats.merge(index, starts[index] - origin, reports, broker.get(index),
                                  machine.get(index)))
-    stats.add_tails(tails)
+    stats.add_reconciliation(reconciliation)
     return stats, views, raw_events

@@ -15,8 +15,8 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from harness.spec.group import GroupSpec
-from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
+from harness.spec.topology import endpoints
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
@@ -31,6 +31,7 @@ from harness.stats.figures import (
 from harness.stats.histogram import add_encoded, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd
+from harness.stats.verify import count_in, union_count
 
 
 @dataclass
@@ -99,6 +100,7 @@ class RunStats:
         self.broker_cpu: list[float] = []
         self.intervals = 0
         self.tails: dict[str, int] = {}
+        self.received_once: dict[str, int] = {}  # per destination of competing receivers
 
     def merge(self, index: int, start: float, reports: list[IntervalReport],
               broker_cpu: float | None, machine_cpu: float | None = None) -> IntervalView:
@@ -214,43 +216,72 @@ class RunStats:
             }
         return result
 
-    def reconcile(self, streams: list[StreamEnd]) -> dict[str, int]:
-        """Add to each consumer group's lost what no sequence gap could show: the messages
-        after the last one it saw from each producer. Returns the addition per group.
+    def reconcile(self, streams: list[StreamEnd]) -> list[dict[str, Any]]:
+        """What only the end of the run shows, as records for the run directory:
 
-        Only for consumers that see whole streams (sequence-checked) and run to the end (no
-        -mg); a consumer expects every producer sending to its destination (in its own process
-        on the loopback broker, whose broker is per process).
+        - per consumer group, the messages after the last one it saw from each producer
+          (no later gap reveals them: `lost_at_tail`), and the numbers it counted lost whose
+          send had failed (never sent, so not lost: `failed_sends`). Only for consumers that
+          see whole streams (sequence-checked) and run to the end (no -mg); a consumer
+          expects every producer sending to its destination (in its own process on the
+          loopback broker, whose broker is per process);
+        - per queue with competing receivers, how many distinct messages they received
+          between them (`received_once`), for the delivery check.
         """
-        produced = [s for s in streams if ROLES[self.run.groups[s.group].role].produces]
-        tails: dict[str, int] = {}
+        produced = [s for s in streams
+                    if self.run.groups[s.group].role in ("Sender", "Publisher")]
+        failed = {p: numbers for s in produced for p, numbers in s.failed.items()}
+        records: list[dict[str, Any]] = []
+        adjust: dict[str, tuple[int, int]] = {}
         for seen in streams:
             spec = self.run.groups[seen.group]
             if spec.role not in ("Receiver", "Subscriber") or spec.messages or spec.selector \
-                    or spec.destination_max is not None:
+                    or spec.destination_max is not None or seen.seen:
                 continue
             tail = 0
             for source in produced:
                 producer = self.run.groups[source.group]
-                if producer.role not in ("Sender", "Publisher") or \
-                        (producer.transport, producer.destination) != \
-                        (spec.transport, spec.destination) or \
+                if producer.endpoint != spec.endpoint or \
                         (spec.embedded and source.process != seen.process):
                     continue
                 for producer_id, count in source.positions.items():
-                    tail += max(count - seen.positions.get(producer_id, 0), 0)
-            tails[spec.name] = tails.get(spec.name, 0) + tail
-        self.add_tails(tails)
-        return tails
+                    position = seen.positions.get(producer_id, 0)
+                    tail += max(count - position, 0) - \
+                        count_in(failed.get(producer_id, []), position, count)
+            not_lost = sum(len(set(numbers) & set(failed.get(producer_id, [])))
+                           for producer_id, numbers in seen.lost.items())
+            before = adjust.get(spec.name, (0, 0))
+            adjust[spec.name] = (before[0] + tail, before[1] + not_lost)
+        for group, (tail, not_lost) in adjust.items():
+            records.append({"type": "reconciliation", "group": group, "lost_at_tail": tail,
+                            "failed_sends": not_lost})
+        bitmaps: dict[tuple[str, str, str], dict[str, list[bytes]]] = {}
+        for stream in streams:
+            for producer_id, bits in stream.seen.items():
+                endpoint = self.run.groups[stream.group].endpoint
+                bitmaps.setdefault(endpoint, {}).setdefault(producer_id, []).append(bits)
+        for endpoint, producers in bitmaps.items():
+            records.append({"type": "union", "destination": ":".join(endpoint),
+                            "received_once": sum(union_count(b) for b in producers.values())})
+        self.add_reconciliation(records)
+        return records
 
-    def add_tails(self, tails: dict[str, int]) -> None:
-        """Add the reconciliation's losses at the tails (computed live, or read back from the
-        run's records) to each group's lost."""
-        for totals in self.groups:
-            tail = tails.get(totals.spec.name, 0)
-            totals.counters["lost"] += tail
-            totals.everything["lost"] += tail
-        self.tails = dict(tails)
+    def add_reconciliation(self, records: list[dict[str, Any]]) -> None:
+        """Apply the reconciliation's records (computed now, or read back from the run)."""
+        for record in records:
+            if record["type"] == "union":
+                destination = record["destination"]
+                self.received_once[destination] = \
+                    self.received_once.get(destination, 0) + record["received_once"]
+                continue
+            name = record["group"]
+            tail = record.get("lost_at_tail", 0)
+            change = tail - record.get("failed_sends", 0)
+            self.tails[name] = self.tails.get(name, 0) + tail
+            for totals in self.groups:
+                if totals.spec.name == name:
+                    totals.counters["lost"] += change
+                    totals.everything["lost"] += change
 
     def delivery(self) -> list[dict[str, Any]]:
         """Per destination: every message a producer sent against what consumers received.
@@ -259,42 +290,24 @@ class RunStats:
         and losses on queues with competing consumers.
         """
         out = []
-        destinations: dict[tuple[str, str, str], dict[str, int]] = {}
-        for totals in self.groups:
-            spec = totals.spec
-            key = spec.endpoint
-            kind = key[1]
-            entry = destinations.setdefault(key, {"sent": 0, "received": 0, "duplicated": 0,
-                                                  "subscribers": 0, "consumers": 0,
-                                                  "producers": 0, "filtered": 0})
-            if spec.selector or (spec.destination_max is not None and kind == "topic"):
-                entry["filtered"] += 1  # what each consumer should get is not known here
-            if spec.role in ("Sender", "Publisher"):
-                entry["sent"] += totals.everything["sent"]
-                entry["producers"] += 1
-            elif spec.role in ("Receiver", "Subscriber"):
-                entry["received"] += totals.everything["received"]
-                entry["duplicated"] += totals.everything["duplicated"]
-                entry["consumers"] += 1
-                if kind == "topic":
-                    entry["subscribers"] += spec.threads * spec.processes
-        for (transport, kind, name), entry in destinations.items():
-            if not entry["producers"] or not entry["consumers"] or entry["filtered"]:
-                continue  # with selectors, what each consumer should get is not known here
-            embedded = [g.spec.processes for g in self.groups
-                        if g.spec.transport == transport and g.spec.embedded]
-            if embedded and kind == "topic":
-                # Each process has its own embedded broker: a subscriber sees only the
-                # publishers of its own process.
-                processes = max(embedded)
-                expected = entry["sent"] * entry["subscribers"] // processes
-            elif kind == "topic":
-                expected = entry["sent"] * entry["subscribers"]
+        for point in endpoints(self.run).values():
+            if not point.checked:
+                continue
+            sent = sum(self.groups[i].everything["sent"] for i in point.producers)
+            received = sum(self.groups[i].everything["received"] for i in point.consumers)
+            expected = sent * point.copies
+            destination = str(point)
+            if destination in self.received_once:
+                # Competing receivers: a message two of them received counts once, so that
+                # a duplicate on one cannot cancel a loss on another.
+                delivered = self.received_once[destination]
+                duplicated = received - delivered
             else:
-                expected = entry["sent"]
-            delivered = entry["received"] - entry["duplicated"]
-            out.append({"destination": f"{transport}:{kind}:{name}", "expected": expected,
-                        "received": entry["received"], "duplicated": entry["duplicated"],
+                duplicated = sum(self.groups[i].everything["duplicated"]
+                                 for i in point.consumers)
+                delivered = received - duplicated
+            out.append({"destination": destination, "expected": expected,
+                        "received": received, "duplicated": duplicated,
                         "missing": max(expected - delivered, 0),
                         "unexpected": max(delivered - expected, 0)})
         return out

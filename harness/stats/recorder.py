@@ -9,11 +9,12 @@ on the message path locks, allocates a histogram or calls into hdrhistogram.
 from __future__ import annotations
 
 from array import array
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 METRICS = ("latency", "service", "delay")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
-            "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent")
+            "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
+            "late")
 
 
 class Sample(NamedTuple):
@@ -21,13 +22,15 @@ class Sample(NamedTuple):
 
     values: dict[str, array[int]]
     counters: dict[str, int]
-    # In a worker's last sample only: for a producer, messages sent per producer id; for a
-    # consumer that checks sequences, the next number it expected from each producer.
-    streams: dict[str, int] | None = None
+    # In a worker's last sample only: where its streams stood (harness.stats.reports.
+    # StreamEnd's fields but the thread's place).
+    streams: dict[str, Any] | None = None
+    # The first error of each kind in this part of the interval, with its reason.
+    reasons: dict[str, str] | None = None
 
 
 class Recorder:
-    __slots__ = (*METRICS, *COUNTERS)
+    __slots__ = (*METRICS, *COUNTERS, "reasons")
 
     def __init__(self) -> None:
         self._reset()
@@ -39,10 +42,18 @@ class Recorder:
         self.sent = self.received = self.bytes = self.errors = 0
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
-        self.unsent = 0
+        self.unsent = self.late = 0
+        self.reasons: dict[str, str] = {}
+
+    def error(self, kind: str, reason: object) -> None:
+        """Count an error; the first of each kind in an interval keeps its reason, for the
+        log."""
+        self.errors += 1
+        if kind not in self.reasons:
+            self.reasons[kind] = str(reason) or type(reason).__name__
 
     def take(self) -> Sample:
         sample = Sample({m: getattr(self, m) for m in METRICS},
-                        {c: getattr(self, c) for c in COUNTERS})
+                        {c: getattr(self, c) for c in COUNTERS}, None, self.reasons or None)
         self._reset()
         return sample

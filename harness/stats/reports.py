@@ -27,6 +27,12 @@ class StreamEnd:
     thread: int
     process: int
     positions: dict[str, int]  # producer id -> messages
+    # A producer's numbers whose send failed (never used again), by producer id.
+    failed: dict[str, list[int]] = field(default_factory=dict)
+    # A sequence-checked consumer's numbers counted lost, by producer id.
+    lost: dict[str, list[int]] = field(default_factory=dict)
+    # A competing consumer's numbers received, a bit each, by producer id.
+    seen: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +65,17 @@ class StatusReport:
 
 
 @dataclass
+class BalanceReport:
+    """While draining, a few times a second: per group, the messages its finished producers
+    sent (successfully) and its consumers received so far, so that the controller can end
+    the drain as soon as every checked destination has received everything."""
+
+    process: int
+    sent: dict[int, int]
+    received: dict[int, int]
+
+
+@dataclass
 class LogReport:
     process: int
     message: str
@@ -70,4 +87,4 @@ class DoneReport:
     lost: str | None = None  # why the process ended without reporting its end
 
 
-Report = IntervalReport | StatusReport | LogReport | DoneReport
+Report = IntervalReport | StatusReport | BalanceReport | LogReport | DoneReport

@@ -1,11 +1,15 @@
-"""Delivery verification: per producer, messages lost, duplicated and out of order.
+"""Delivery verification: per producer, messages lost, duplicated, reordered and late.
 
-Every message carries its producer id and a sequence number. A consumer that sees a producer's
-whole stream (a topic subscriber, or the only consumer of a queue) expects consecutive numbers.
-A gap is held as missing for a reorder window: a missing message that arrives within it counts
-as reordered; one still missing after it counts as lost. A number seen before counts as
-duplicated. Competing consumers of one queue each see only part of a stream, so there the
-run's delivery check (sent against received per destination) stands in for per-message checks.
+Every message carries its producer id (which holds the run id) and a sequence number from 0.
+A consumer that sees a producer's whole stream (a topic subscriber, or the only consumer of a
+queue) expects consecutive numbers from 0, so that loss at the head of a stream is seen too. A
+gap is held as missing for a reorder window: a missing message that arrives within it counts
+as reordered; one still missing after it counts as lost, and if it arrives later still, it
+counts once, as late (and no longer lost). A number seen before counts as duplicated.
+
+Competing consumers of one queue each see only part of a stream: each keeps a bit per
+number it received (SeenSet), and the run's delivery check unions them, so that a message
+delivered twice to two consumers does not cancel one that none received.
 """
 
 from __future__ import annotations
@@ -14,24 +18,26 @@ from harness.stats.recorder import Recorder
 
 # A gap larger than this is counted lost at once instead of remembered message by message.
 MAX_REMEMBERED_GAP = 1_000_000
+# Lost numbers remembered (to recognise a late arrival), per consumer thread.
+MAX_REMEMBERED_LOST = 1_000_000
 
 
 class SequenceTracker:
-    __slots__ = ("expected", "missing", "window_ns", "rec")
+    __slots__ = ("expected", "missing", "lost", "remembered", "window_ns", "rec")
 
     def __init__(self, recorder: Recorder, window_ns: int) -> None:
         self.expected: dict[str, int] = {}
         self.missing: dict[str, dict[int, int]] = {}
+        self.lost: dict[str, set[int]] = {}
+        self.remembered = 0
         self.window_ns = window_ns
         self.rec = recorder
 
     def check(self, producer: str, seq: int, now: int) -> None:
-        expected = self.expected.get(producer)
+        # Every stream of this run starts at 0 (consumers subscribe before any producer
+        # starts): a first message above 0 means the ones before it are missing.
+        expected = self.expected.get(producer, 0)
         if expected == seq:
-            self.expected[producer] = seq + 1
-        elif expected is None:
-            # The first message seen from a producer sets the baseline: a subscriber that
-            # joined late has not lost what was sent before it subscribed.
             self.expected[producer] = seq + 1
         elif seq > expected:
             self.expected[producer] = seq + 1
@@ -45,20 +51,71 @@ class SequenceTracker:
             gaps = self.missing.get(producer)
             if gaps is not None and gaps.pop(seq, None) is not None:
                 self.rec.reordered += 1
+                return
+            lost = self.lost.get(producer)
+            if lost is not None and seq in lost:
+                lost.discard(seq)
+                self.rec.lost -= 1
+                self.rec.late += 1
             else:
                 self.rec.duplicated += 1
+
+    def _lose(self, producer: str, seqs: list[int]) -> None:
+        self.rec.lost += len(seqs)
+        room = MAX_REMEMBERED_LOST - self.remembered
+        if room > 0:
+            self.lost.setdefault(producer, set()).update(seqs[:room])
+            self.remembered += min(room, len(seqs))
 
     def expire(self, now: int) -> None:
         """Count as lost what has been missing for longer than the reorder window."""
         cutoff = now - self.window_ns
-        for gaps in self.missing.values():
+        for producer, gaps in self.missing.items():
             late = [seq for seq, since in gaps.items() if since <= cutoff]
             for seq in late:
                 del gaps[seq]
-            self.rec.lost += len(late)
+            if late:
+                self._lose(producer, late)
 
     def finish(self) -> None:
         """At the end of the run everything still missing is lost."""
-        for gaps in self.missing.values():
-            self.rec.lost += len(gaps)
+        for producer, gaps in self.missing.items():
+            if gaps:
+                self._lose(producer, list(gaps))
             gaps.clear()
+
+
+class SeenSet:
+    """The numbers one consumer received from each producer, a bit each (1.25 MB for ten
+    million messages); a number seen twice by the same consumer counts as duplicated."""
+
+    __slots__ = ("bits", "rec")
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.bits: dict[str, bytearray] = {}
+        self.rec = recorder
+
+    def add(self, producer: str, seq: int) -> None:
+        bits = self.bits.get(producer)
+        byte = seq >> 3
+        if bits is None:
+            bits = self.bits[producer] = bytearray(max(1024, byte + 1))
+        elif byte >= len(bits):
+            bits.extend(bytes(max(byte + 1 - len(bits), len(bits))))
+        mask = 1 << (seq & 7)
+        if bits[byte] & mask:
+            self.rec.duplicated += 1
+        else:
+            bits[byte] |= mask
+
+
+def union_count(bitmaps: list[bytes]) -> int:
+    """How many numbers any of the bitmaps holds."""
+    union = 0
+    for bits in bitmaps:
+        union |= int.from_bytes(bits, "little")
+    return union.bit_count()
+
+
+def count_in(numbers: list[int], low: int, high: int | None = None) -> int:
+    return sum(1 for n in numbers if n >= low and (high is None or n < high))
