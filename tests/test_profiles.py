@@ -281,6 +281,9 @@ def test_an_activemq_sweep_of_a_shipped_profile(harness: Any, brokers: Any,
     for r in rows:
         assert float(r["Message Rate (msgs/s)"]) > 20
         assert r["lost"] == "0" and float(r["latency p99 ms"]) > 0
+        # Beside the latency, the floor below which the harness cannot resolve it.
+        assert 0 < float(r["floor p50 ms"]) < float(r["latency p99 ms"])
+        assert r["closed loop"] == "yes"
 
 
 def test_per_thread_selectors_on_activemq_split_the_stream_without_false_loss(

@@ -12,6 +12,8 @@ def test_request_reply_round_trips_are_recorded(harness):
     assert requestor["sent"] == requestor["received"] == 1600
     assert requestor["timeouts"] == 0 and requestor["errors"] == 0
     assert responder["received"] == responder["sent"] == 1600
+    # Bytes are the bodies a group sent and received: requests and replies, 256 B each.
+    assert requestor["bytes"] == responder["bytes"] == 2 * 1600 * 256
     # Requests and replies both pass through the broker: 2 x 800 messages a second each way.
     throughput = result.summary["throughput"]
     assert throughput["received_by_broker"] == throughput["dispatched"] == 1600.0

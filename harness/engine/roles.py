@@ -208,6 +208,7 @@ class Responder(Consumer):
             rec.error("reply", exc)
             return
         rec.sent += 1
+        rec.bytes += len(reply.body)
 
 
 class Requestor(Worker):
@@ -270,6 +271,7 @@ class Requestor(Worker):
                     if reply.seq == seq and reply.producer == producer:
                         self._round_trip(intended, now, done)
                         rec.received += 1
+                        rec.bytes += len(reply.body)
                         break
                     continue  # a late reply to a request that already timed out
                 if done >= deadline or not control.consuming:

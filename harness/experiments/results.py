@@ -12,6 +12,7 @@ from rich.table import Table
 
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
+from harness.spec.topology import endpoints
 from harness.stats.figures import run_loss
 from harness.stats.intervals import IntervalView
 
@@ -41,32 +42,17 @@ def slope(points: list[tuple[float, float]]) -> float:
 def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
     """What producers sent (times the fan-out) minus what consumers received, interval by
     interval over the measured phase, and its slope (msgs/s) by least squares."""
-    fanout: dict[tuple[str, str, str], float] = {}
-    filtered = set()
-    for g in run.groups:
-        if g.role not in ("Receiver", "Subscriber"):
-            continue
-        key = g.endpoint
-        if g.selector:
-            filtered.add(key)
-        if g.destination_kind == "queue":
-            fanout[key] = 1
-        else:
-            # Each process has its own embedded broker: a subscriber sees its own process's
-            # publishers only.
-            share = g.processes if g.embedded else 1
-            fanout[key] = fanout.get(key, 0) + g.threads * g.processes / share
+    checked = [p for p in endpoints(run).values() if p.consumers and not p.filtered]
     backlog, points = 0, []
     for view in views:
-        for g in run.groups:
-            key = g.endpoint
-            if key not in fanout or key in filtered or g.name not in view.groups:
-                continue
-            c = view.groups[g.name].counters
-            if g.role in ("Sender", "Publisher"):
-                backlog += c["sent"] * fanout[key]
-            elif g.role in ("Receiver", "Subscriber"):
-                backlog -= c["received"] - c["duplicated"]
+        for point in checked:
+            for i in point.producers:
+                if run.groups[i].name in view.groups:
+                    backlog += view.groups[run.groups[i].name].counters["sent"] * point.copies
+            for i in point.consumers:
+                if run.groups[i].name in view.groups:
+                    c = view.groups[run.groups[i].name].counters
+                    backlog -= c["received"] - c["duplicated"]
         if view.phase == "measure":
             points.append((view.start + view.length, backlog))
     if len(points) < 2:
@@ -109,6 +95,8 @@ def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: 
         _ms(head["p99"]),
         # No rate set: no intended send times; not comparable with a paced row's latency.
         "closed loop": "yes" if lat.get("closed_loop") else "no",
+        # The harness's own floor under this load: latency below it is not resolved.
+        "floor p50 ms": _ms((summary.get("floor") or {}).get("p50")),
         "lost": lost, "duplicated": duplicated,
         "backlog": ("growing" if not trend["stable"] else "stable") if trend["checked"]
         else "-",
