@@ -5,6 +5,7 @@ import json
 import subprocess
 import time
 
+from harness.stats.histogram import decode
 from tests.conftest import ROOT, env, harness_command, only_run_dir, unique
 
 
@@ -35,3 +36,9 @@ def test_activemq_restart_mid_run_loses_no_persistent_message(tmp_path, brokers)
     assert delivery["missing"] == 0
     assert receiver["received"] - receiver["duplicated"] == sender["sent"] > 1000
     assert "reconnects=" in stdout and "outage sender" in stdout
+    # The sends that failed are in the delay histogram too (at least until they failed), and
+    # the first failure of each interval is logged with its reason.
+    delay = decode(sender["histograms"]["delay"])
+    assert delay.get_total_count() > sender["sent"]
+    assert delay.get_max_value() > 1_000_000
+    assert "sender: send error:" in stdout + stderr

@@ -57,6 +57,8 @@ class _Producer(Worker):
                     rec.error("send", exc)
                     self.failed.append(seq)
                     seq += 1
+                    if schedule is not None:  # never sent: delayed at least until it failed
+                        rec.delay.append((now_ns() - intended) // 1000)
                     self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
                     continue
                 done = now_ns()
