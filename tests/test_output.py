@@ -4,6 +4,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from harness.stats.histogram import decode
+from harness.units import format_us
 
 
 def test_hlog_reads_back_with_hdrhistogram_reader_identical_to_jsonl(harness):
@@ -86,6 +87,9 @@ def test_the_harness_floor_is_measured_through_the_run_and_written(loopback_run)
     assert list(floor["processes"]) == ["0"]
     assert 0 < floor["p50"] <= floor["p99"] <= floor["max"]
     assert "harness floor: wake-up and thread hand-off p50" in loopback_run.stdout
+    # Printed beside the latency it bounds, right under the summary table.
+    p50 = format_us(loopback_run.summary["groups"]["receiver"]["latency"]["p50"])
+    assert f"(beside: receiver latency p50 {p50})" in loopback_run.stdout
 
 
 def test_a_run_directory_written_before_transport_options_stood_apart_reads_back(

@@ -81,6 +81,17 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     console.print(summary_table(summary))
+    floor = summary.get("floor")
+    if floor and floor["samples"]:
+        beside = "; ".join(
+            f"{name} {metric_label('latency', g.get('closed_loop', False))} p50 "
+            f"{format_us(g['latency']['p50'])}"
+            for name, g in summary["groups"].items() if g.get("latency", {}).get("p50"))
+        console.print(f"harness floor: wake-up and thread hand-off p50 "
+                      f"{format_us(floor['p50'])} p99 {format_us(floor['p99'])} max "
+                      f"{format_us(floor['max'])} under this run's load; latencies below it "
+                      "are the harness's own" + (f" (beside: {beside})" if beside else ""),
+                      highlight=False)
     t = summary["throughput"]
     grade = t["replication_grade"]
     console.print(f"throughput: received by broker {t['received_by_broker']:.1f}/s, "
@@ -126,10 +137,4 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       f"received {check['received']}, missing {check['missing']}, "
                       f"duplicated {check['duplicated']}",
                       highlight=False, style="bold red" if bad else None)
-    floor = summary.get("floor")
-    if floor and floor["samples"]:
-        console.print(f"harness floor: wake-up and thread hand-off p50 "
-                      f"{format_us(floor['p50'])} p99 "
-                      f"{format_us(floor['p99'])} max {format_us(floor['max'])} under this "
-                      "run's load; latencies below it are the harness's own", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False)
