@@ -11,12 +11,13 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from harness.transports.message import Destination, Message
-from harness.transports.options import Option
+from harness.transports.options import Option, declared
 from harness.transports.outage import Outages
+from harness.transports.settings import NoOptions, Settings
 
 
 class Capability(enum.Flag):
@@ -35,39 +36,44 @@ class TransportError(Exception):
 
 
 class Transport(ABC):
-    """One connection (and session) to a broker, owned by one worker thread. settings: the
-    group's fields and the transport's own options by field name (GroupSpec.settings), and
-    the worker's node, process and thread."""
+    """One connection (and session) to a broker, owned by one worker thread."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     capabilities: ClassVar[Capability]
-    options: ClassVar[tuple[Option, ...]] = ()  # the options only this transport takes
+    # The options only this transport takes: a frozen dataclass whose fields are declared
+    # with harness.transports.options.option(); `options` lists them for the option table.
+    Options: ClassVar[type] = NoOptions
+    options: ClassVar[tuple[Option, ...]] = ()
     # The broker lives inside each process (one per process, empty at every start).
     embedded: ClassVar[bool] = False
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.options = declared(cls.Options)
+
+    def __init__(self, settings: Settings[Any]) -> None:
         self.settings = settings
         self.outages = Outages()
 
     @classmethod
-    def endpoint(cls, settings: Mapping[str, Any]) -> str:
+    def endpoint(cls, settings: Settings[Any]) -> str:
         """Where these settings connect, for people to read."""
         return cls.name
 
     @classmethod
-    def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
+    def capabilities_for(cls, settings: Settings[Any]) -> Capability:
         """What it can do with these settings (a broker flavour, a protocol version)."""
         return cls.capabilities
 
     @classmethod
-    def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    def problems(cls, settings: Settings[Any]) -> list[tuple[str, str]]:
         """(flag, problem) for every setting this transport cannot accept."""
         return []
 
     def connect(self) -> None:
         """open(), retried --connect-retry times with back-off (0.5 s, 1 s, 2 s ...)."""
-        retries = int(self.settings.get("connect_retry") or 0)
+        retries = self.settings.connect_retry
         for attempt in range(retries + 1):
             try:
                 return self.open()
@@ -97,6 +103,10 @@ class Transport(ABC):
         queueing it for receive() (a hand-off would add a wake-up to every measured
         latency); False where the transport has no thread of its own."""
         return False
+
+    def flush(self) -> None:
+        """Write out what send() queued and tend the connection: a producer calls it before
+        it sleeps. Transports that write in send() keep this no-op."""
 
     def ack(self, message: Message) -> None:
         """Acknowledge a message; transports that only auto-acknowledge keep this no-op."""

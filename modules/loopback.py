@@ -14,12 +14,12 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
 from typing import Any
 
 from harness.transports.base import Capability, Transport, TransportError
 from harness.transports.inbox import Full, Inbox
 from harness.transports.message import Destination, Message
+from harness.transports.settings import Settings
 
 FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
 
@@ -228,12 +228,12 @@ class LoopbackTransport(Transport):
     description = "embedded in-process broker (no server; one broker per process)"
 
     @classmethod
-    def endpoint(cls, settings: Mapping[str, Any]) -> str:
+    def endpoint(cls, settings: Settings[Any]) -> str:
         return "loopback (embedded)"
     capabilities = (Capability.QUEUES | Capability.TOPICS | Capability.TRANSACTIONS
                     | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES)
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
+    def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
         self._broker = _broker
         self._inbox: Inbox[Message] | None = None

@@ -5,6 +5,13 @@ every payload (below), on every protocol version alike: the body after it is -ms
 MQTT 5 a request carries its reply topic and correlation id as the protocol's response topic
 and correlation data; on 3.1.1 they travel in the prefix (the reply-topic convention).
 
+A producer that only sends (Sender, Publisher) drives paho's network loop from its own worker
+thread through paho's public loop_read / loop_write / loop_misc: publish() only queues, and
+flush() writes the queue out every WRITE_EVERY messages and before the worker sleeps. With
+paho's own loop thread (loop_start) every publish wakes that thread through a socket pair,
+which about tripled what a message cost the client. Consumers and Requestor keep paho's thread:
+it measures each message as it arrives.
+
 Queues (Sender, Receiver) are shared subscriptions, `$share/harness/<queue>`, where the broker
 has them (Mosquitto); elsewhere those roles are refused. A Responder without shared
 subscriptions must be the only one on its request topic.
@@ -18,19 +25,21 @@ Payload prefix, network byte order:
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
 from harness.transports.base import Capability, TransportError
 from harness.transports.message import Destination, Message
 from harness.transports.network import NetworkTransport
-from harness.transports.options import Option
+from harness.transports.options import option
+from harness.transports.settings import Settings
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -42,6 +51,9 @@ CLOSE_TIMEOUT_S = 10.0
 QUEUED_PER_INFLIGHT = 50
 QUEUE_WAIT_S = 10.0
 SHARE_GROUP = "harness"
+WRITE_EVERY = 64  # publishes a driven producer queues before it writes them out
+MISC_EVERY_S = 1.0  # how often a driven producer checks the keep-alive
+RECONNECT_EVERY_S = 0.5
 PREFIX = struct.Struct("!2sBBqqqIHHH")
 MAGIC = b"HN"
 
@@ -56,6 +68,20 @@ FLAVOURS: dict[str, tuple[Capability, tuple[str, ...], str, int]] = {
     "rabbitmq": (_BASE, ("3.1.1",), "3.1.1", 1),
     "generic": (_BASE, ("3.1.1", "5"), "3.1.1", 2),
 }
+
+
+@dataclass(frozen=True)
+class MqttOptions:
+    keepalive: int = option(60, "MQTT keep-alive in seconds.", scope="connection", low=0,
+                            high=65535)
+    qos: int = option(0, "MQTT QoS 0, 1 or 2.", scope="connection", low=0)
+    retain: bool = option(False, "MQTT retained messages.", scope="connection")
+    clean: bool = option(True, "MQTT clean start; --no-clean keeps a persistent session.",
+                         scope="connection", negative=True)
+    session_expiry: int = option(0, "MQTT 5 session expiry in seconds (with --no-clean).",
+                                 scope="connection", low=0)
+    inflight: int = option(20, "MQTT in-flight window (QoS 1 and 2 messages awaiting acks).",
+                           scope="connection", low=1, high=65535)
 
 
 def encode(message: Message, reply_topic: str, correlation: str) -> bytes:
@@ -87,54 +113,43 @@ class MqttTransport(NetworkTransport):
     default_flavour = "mosquitto"
     description = "MQTT 3.1.1/5 via paho-mqtt; flavours mosquitto, activemq, rabbitmq, generic"
     capabilities = FLAVOURS["mosquitto"][0]
-    options = (
-        Option("keepalive", int, 60, "MQTT keep-alive in seconds.", scope="connection", low=0,
-               high=65535),
-        Option("qos", int, 0, "MQTT QoS 0, 1 or 2.", scope="connection", low=0),
-        Option("retain", bool, False, "MQTT retained messages.", scope="connection"),
-        Option("clean", bool, True, "MQTT clean start; --no-clean keeps a persistent session.",
-               scope="connection", negative=True),
-        Option("session-expiry", int, 0, "MQTT 5 session expiry in seconds (with --no-clean).",
-               scope="connection", low=0),
-        Option("inflight", int, 20, "MQTT in-flight window (QoS 1 and 2 messages awaiting "
-               "acks).", scope="connection", low=1, high=65535),
-    )
+    Options = MqttOptions
+    settings: Settings[MqttOptions]
 
     @classmethod
-    def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
-        flavour = FLAVOURS.get(settings.get("flavour") or cls.default_flavour, FLAVOURS["generic"])
-        return flavour[0]
+    def capabilities_for(cls, settings: Settings[Any]) -> Capability:
+        return FLAVOURS.get(settings.flavour or cls.default_flavour, FLAVOURS["generic"])[0]
 
     @classmethod
-    def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
-        name = settings.get("flavour") or cls.default_flavour
+    def problems(cls, settings: Settings[MqttOptions]) -> list[tuple[str, str]]:
+        name = settings.flavour or cls.default_flavour
+        options = settings.options
         if name not in FLAVOURS:
             return [("--flavour", f"MQTT flavours are {', '.join(FLAVOURS)}")]
         capabilities, versions, default, top_qos = FLAVOURS[name]
         out = []
-        version = settings.get("protocol") or default
+        version = settings.protocol or default
         if version not in versions:
             out.append(("--protocol", f"MQTT on {name} speaks {' and '.join(versions)}"))
-        if not 0 <= int(settings.get("qos", 0)) <= top_qos:
+        if not 0 <= options.qos <= top_qos:
             out.append(("--qos", f"MQTT QoS on {name} is 0 to {top_qos}"))
-        if settings.get("session_expiry") and (version != "5" or settings.get("clean", True)):
+        if options.session_expiry and (version != "5" or options.clean):
             out.append(("--session-expiry", "needs MQTT 5 and --no-clean"))
-        module = settings.get("module", "")
-        if module.endswith(".Responder") and not capabilities & Capability.QUEUES and \
-                settings.get("threads", 1) * settings.get("processes", 1) > 1:
+        if settings.role == "Responder" and not capabilities & Capability.QUEUES and \
+                settings.threads * settings.processes > 1:
             out.append(("-nt", f"{name} has no shared subscriptions: run one Responder, or "
                         "every responder would answer every request"))
         return out
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
+    def __init__(self, settings: Settings[MqttOptions]) -> None:
         super().__init__(settings)
-        self.flavour = settings.get("flavour") or self.default_flavour
+        self.flavour = settings.flavour or self.default_flavour
         capabilities, _, default, _ = FLAVOURS[self.flavour]
         self.shared = bool(capabilities & Capability.QUEUES)
-        self.v5 = (settings.get("protocol") or default) == "5"
-        self.qos = int(settings.get("qos") or 0)
-        self.retain = bool(settings.get("retain"))
-        self.clean = settings.get("clean", True)
+        self.v5 = (settings.protocol or default) == "5"
+        self.qos = settings.options.qos
+        self.retain = settings.options.retain
+        self.clean = settings.options.clean
         self.client: Any = None
         self.connected = threading.Event()
         self.connect_error: str | None = None
@@ -142,6 +157,10 @@ class MqttTransport(NetworkTransport):
         self.last_publish: Any = None
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
         self.suback_lock = threading.Lock()
+        self.driven = settings.role in ("Sender", "Publisher")
+        self.unwritten = 0
+        self.next_misc = 0.0
+        self.last_attempt = 0.0
 
     # -- paho callbacks (on paho's network thread)
     def _on_connect(self, client: Any, userdata: Any, flags: Any, reason: Any,
@@ -179,8 +198,8 @@ class MqttTransport(NetworkTransport):
 
     # -- connection
     def open(self) -> None:
-        s = self.settings
-        host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
+        s, options = self.settings, self.settings.options
+        host, port = s.address(DEFAULT_PORT)
         client_id = self.client_id(stable=not self.clean) or f"harness-{uuid.uuid4().hex[:16]}"
         client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
                              protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
@@ -189,36 +208,82 @@ class MqttTransport(NetworkTransport):
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
-        if s.get("user") is not None:
-            client.username_pw_set(s.get("user"), s.get("password"))
-        if s.get("tls"):
-            client.tls_set(ca_certs=s.get("ca"), certfile=s.get("cert"), keyfile=s.get("key"))
-        inflight = int(s.get("inflight") or 20)
-        client.max_inflight_messages_set(inflight)
-        client.max_queued_messages_set(inflight * QUEUED_PER_INFLIGHT)
+        if s.user is not None:
+            client.username_pw_set(s.user, s.password)
+        if s.tls:
+            client.tls_set(ca_certs=s.ca, certfile=s.cert, keyfile=s.key)
+        if self.driven:
+            # publish() then queues instead of writing: flush() writes (paho's API for an
+            # external event loop).
+            client.on_socket_register_write = _ignore
+        client.max_inflight_messages_set(options.inflight)
+        client.max_queued_messages_set(options.inflight * QUEUED_PER_INFLIGHT)
         client.reconnect_delay_set(0.2, 2)
         properties = None
-        if self.v5 and s.get("session_expiry"):
+        if self.v5 and options.session_expiry:
             properties = Properties(PacketTypes.CONNECT)
-            properties.SessionExpiryInterval = int(s["session_expiry"])
+            properties.SessionExpiryInterval = options.session_expiry
         try:
             if self.v5:
-                client.connect(host, port, int(s.get("keepalive") or 60),
-                               clean_start=self.clean, properties=properties)
+                client.connect(host, port, options.keepalive, clean_start=self.clean,
+                               properties=properties)
             else:
-                client.connect(host, port, int(s.get("keepalive") or 60))
+                client.connect(host, port, options.keepalive)
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: "
                                  f"{getattr(exc, 'strerror', None) or exc}") from None
-        client.loop_start()
+        if not self.driven:
+            client.loop_start()
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
-        while not self.connected.wait(0.05):
+        while not self._await_connack(client, 0.05):
             if self.connect_error or time.monotonic() > deadline:
-                client.loop_stop()
+                if not self.driven:
+                    client.loop_stop()
                 client.disconnect()
                 raise TransportError(f"cannot connect to {host}:{port}: "
                                      f"{self.connect_error or 'no CONNACK'}")
         self.client = client
+
+    def _await_connack(self, client: Any, timeout: float) -> bool:
+        if self.driven:
+            _turn(client, timeout)
+            return self.connected.is_set()
+        return self.connected.wait(timeout)
+
+    # -- a driven producer's network loop (on the worker thread)
+    def flush(self) -> None:
+        client = self.client
+        if not self.driven or client is None:
+            return
+        self.unwritten = 0
+        if not self.connected.is_set():
+            self._reconnect(client)
+            return
+        rc = client.loop_write()
+        while rc == paho.MQTT_ERR_SUCCESS and client.want_write():
+            rc = _turn(client, 0.01)  # the socket is full: wait for room
+        if rc == paho.MQTT_ERR_SUCCESS:
+            rc = client.loop_read()  # acknowledgements and ping responses
+        now = time.monotonic()
+        if rc == paho.MQTT_ERR_SUCCESS and now >= self.next_misc:
+            self.next_misc = now + MISC_EVERY_S
+            client.loop_misc()
+
+    def _reconnect(self, client: Any) -> None:
+        """Connect again (at most every RECONNECT_EVERY_S); paho sends the QoS 1 and 2
+        messages still unacknowledged once it is back."""
+        now = time.monotonic()
+        if now - self.last_attempt < RECONNECT_EVERY_S:
+            return
+        self.last_attempt = now
+        try:
+            client.reconnect()
+        except (OSError, ValueError):
+            return
+        deadline = now + CONNECT_TIMEOUT_S
+        while not self._await_connack(client, 0.05) and time.monotonic() < deadline and \
+                client.socket() is not None:
+            pass
 
     # -- messages
     def _topic(self, destination: Destination, subscribing: bool) -> str:
@@ -245,10 +310,18 @@ class MqttTransport(NetworkTransport):
             while info.rc == paho.MQTT_ERR_QUEUE_SIZE:
                 if time.monotonic() > deadline:
                     raise TransportError("MQTT publish queue full")
-                time.sleep(0.0005)
+                if self.driven:
+                    self.flush()
+                    _turn(self.client, 0.0005)
+                else:
+                    time.sleep(0.0005)
                 info = self.client.publish(destination.name, payload, qos, self.retain,
                                            properties)
         self.last_publish = info
+        if self.driven:
+            self.unwritten += 1
+            if self.unwritten >= WRITE_EVERY or not self.connected.is_set():
+                self.flush()
         if info.rc == paho.MQTT_ERR_NO_CONN and qos == 0:
             raise TransportError("not connected")  # QoS 1 and 2 are kept and sent on reconnect
         if info.rc not in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
@@ -292,10 +365,44 @@ class MqttTransport(NetworkTransport):
     def close(self) -> None:
         # Let QoS 1 and 2 publishes finish their handshakes first: disconnecting mid-flight
         # would lose what the harness already counted as sent.
-        if self.last_publish is not None and self.qos and self.connected.is_set():
+        client = self.client
+        if self.driven and client is not None:
+            self.flush()
+            deadline = time.monotonic() + CLOSE_TIMEOUT_S
+            while self.connected.is_set() and time.monotonic() < deadline and (
+                    client.want_write() or (self.qos and self.last_publish is not None and
+                    not self.last_publish.is_published())):
+                _turn(client, 0.05)
+        elif self.last_publish is not None and self.qos and self.connected.is_set():
             with contextlib.suppress(RuntimeError, ValueError):
                 self.last_publish.wait_for_publish(CLOSE_TIMEOUT_S)
-        client, self.client = self.client, None
+        self.client = None
         if client is not None:
             client.disconnect()
-            client.loop_stop()
+            if self.driven:
+                client.loop_write()  # the DISCONNECT
+            else:
+                client.loop_stop()
+
+
+def _ignore(*args: Any) -> None:
+    pass
+
+
+def _turn(client: Any, timeout: float) -> int:
+    """One turn of paho's loop on the calling thread: wait up to timeout for the socket,
+    read what arrived, write what is queued, keep the connection alive."""
+    sock = client.socket()
+    if sock is None:
+        return paho.MQTT_ERR_NO_CONN
+    try:
+        readable, writable, _ = select.select([sock], [sock] if client.want_write() else [],
+                                              [], timeout)
+    except (OSError, ValueError):
+        return paho.MQTT_ERR_CONN_LOST
+    rc = client.loop_read() if readable else paho.MQTT_ERR_SUCCESS
+    if rc == paho.MQTT_ERR_SUCCESS and writable:
+        rc = client.loop_write()
+    if rc == paho.MQTT_ERR_SUCCESS:
+        rc = client.loop_misc()
+    return rc

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from harness.transports.base import Transport
 from harness.transports.inbox import Inbox
 from harness.transports.message import Message
+from harness.transports.settings import Settings
 
 
 class NetworkTransport(Transport):
@@ -19,12 +20,11 @@ class NetworkTransport(Transport):
     default_flavour: ClassVar[str]
 
     @classmethod
-    def endpoint(cls, settings: Mapping[str, Any]) -> str:
-        flavour = settings.get("flavour") or cls.default_flavour
-        host = settings.get("host") or "127.0.0.1"
-        return f"{cls.name} {flavour}@{host}:{settings.get('port') or cls.default_port}"
+    def endpoint(cls, settings: Settings[Any]) -> str:
+        host, port = settings.address(cls.default_port)
+        return f"{cls.name} {settings.flavour or cls.default_flavour}@{host}:{port}"
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
+    def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
         self.inbox: Inbox[Any] = Inbox()
         self.sink: Callable[[Message], None] | None = None
@@ -55,12 +55,12 @@ class NetworkTransport(Transport):
         broker must find this client again (a durable subscription, a persistent session),
         a stable one made from the node and group names, else None."""
         s = self.settings
-        prefix = s.get("client_id")
+        prefix = s.client_id
         if prefix is None and stable:
-            prefix = f"{s.get('node')}-{s.get('name')}-"
+            prefix = f"{s.node}-{s.name}-"
         if prefix is None:
             return None
-        return f"{prefix}{s.get('process', 0)}.{s.get('thread', 0)}"
+        return f"{prefix}{s.process}.{s.thread}"
 
     def take(self, timeout: float) -> Message | None:
         raw = self.inbox.get(timeout)

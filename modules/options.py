@@ -5,6 +5,8 @@ these declarations."""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -94,3 +96,25 @@ def _scalar(kind: type, given: Any) -> Any:
     if isinstance(given, bool):
         return "true" if given else "false"
     return str(given)
+
+
+def option(default: Any, help: str, *, key: str = "", scope: str = "group", low: float | None =
+           None, high: float | None = None, negative: bool = False) -> Any:
+    """A field of a transport's options dataclass, declared once: its default and what the
+    command line, profiles and the README say of it (see declared())."""
+    return dataclasses.field(default=default, metadata={"option": dict(
+        help=help, key=key, scope=scope, low=low, high=high, negative=negative)})
+
+
+def declared(options: type) -> tuple[Option, ...]:
+    """The Option of every field of a transport's options dataclass; the flag is the field
+    name with dashes unless the field names another key."""
+    hints = typing.get_type_hints(options)
+    out = []
+    for f in dataclasses.fields(options):
+        meta = dict(f.metadata["option"])
+        kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],)
+                    if t is not type(None))
+        key = meta.pop("key") or f.name.replace("_", "-")
+        out.append(Option(key, kind, f.default, field=f.name, **meta))
+    return tuple(out)

@@ -22,7 +22,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import stomp
@@ -30,7 +30,8 @@ import stomp.exception
 from harness.transports.base import Capability, TransportError
 from harness.transports.message import Destination, Message
 from harness.transports.network import NetworkTransport
-from harness.transports.options import Option
+from harness.transports.options import option
+from harness.transports.settings import Settings
 
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
 logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
@@ -49,6 +50,21 @@ FLAVOURS: dict[str, Capability] = {
     "rabbitmq": _BASE | Capability.DURABLE | Capability.TEMP_QUEUES,
     "generic": _BASE,
 }
+
+
+@dataclass(frozen=True)
+class StompOptions:
+    vhost: str | None = option(None, "Virtual host (the CONNECT host header; RabbitMQ wants "
+                               "/).", scope="connection")
+    heartbeat_ms: int = option(0, "STOMP heart-beat in milliseconds, both ways; 0 = none.",
+                               key="heartbeat", scope="connection", low=0)
+    ack: str = option("auto", "Acknowledgement: auto, client or client-individual.",
+                      scope="connection")
+    prefetch: int = option(0, "Messages the broker may send ahead of acks; 0 = broker "
+                           "default.", scope="connection", low=0)
+    reply_queue: str | None = option(None, "Requestor: fixed reply queue prefix (one queue "
+                                     "per thread, <prefix>.<process>.<thread>) instead of "
+                                     "temporary queues.")
 
 
 class _Listener(stomp.ConnectionListener):
@@ -85,66 +101,54 @@ class StompTransport(NetworkTransport):
     default_flavour = "activemq"
     description = "STOMP 1.1/1.2 via stomp.py; flavours activemq, rabbitmq, artemis, generic"
     capabilities = FLAVOURS["activemq"]
-    options = (
-        Option("vhost", str, None, "Virtual host (the CONNECT host header; RabbitMQ wants /).",
-               scope="connection"),
-        Option("heartbeat", int, 0, "STOMP heart-beat in milliseconds, both ways; 0 = none.",
-               field="heartbeat_ms", scope="connection", low=0),
-        Option("ack", str, "auto", "Acknowledgement: auto, client or client-individual.",
-               scope="connection"),
-        Option("prefetch", int, 0, "Messages the broker may send ahead of acks; 0 = broker "
-               "default.", scope="connection", low=0),
-        Option("reply-queue", str, None, "Requestor: fixed reply queue prefix (one queue per "
-               "thread, <prefix>.<process>.<thread>) instead of temporary queues."),
-    )
+    Options = StompOptions
+    settings: Settings[StompOptions]
 
     @classmethod
-    def capabilities_for(cls, settings: Mapping[str, Any]) -> Capability:
-        return FLAVOURS.get(settings.get("flavour") or cls.default_flavour, FLAVOURS["generic"])
+    def capabilities_for(cls, settings: Settings[Any]) -> Capability:
+        return FLAVOURS.get(settings.flavour or cls.default_flavour, FLAVOURS["generic"])
 
     @classmethod
-    def problems(cls, settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    def problems(cls, settings: Settings[StompOptions]) -> list[tuple[str, str]]:
         out = []
-        if (settings.get("flavour") or cls.default_flavour) not in FLAVOURS:
+        if (settings.flavour or cls.default_flavour) not in FLAVOURS:
             out.append(("--flavour", f"STOMP flavours are {', '.join(FLAVOURS)}"))
-        if (settings.get("protocol") or "1.2") not in ("1.1", "1.2"):
+        if (settings.protocol or "1.2") not in ("1.1", "1.2"):
             out.append(("--protocol", "STOMP versions are 1.1 and 1.2"))
-        if settings.get("ack", "auto") not in ACK_MODES:
+        if settings.options.ack not in ACK_MODES:
             out.append(("--ack", f"STOMP acknowledgement modes are {', '.join(ACK_MODES)}"))
         return out
 
-    def __init__(self, settings: Mapping[str, Any]) -> None:
+    def __init__(self, settings: Settings[StompOptions]) -> None:
         super().__init__(settings)
-        self.flavour = settings.get("flavour") or self.default_flavour
+        self.flavour = settings.flavour or self.default_flavour
         self.receipts: dict[str, threading.Event] = {}
         self.broker_errors: list[str] = []
         self.connected = False
         self.conn: Any = None
         self.transaction: str | None = None
         self.subscription: tuple[Destination, dict[str, str], str] | None = None
-        self.ack_mode = "client-individual" if settings.get("transacted") else \
-            settings.get("ack", "auto")
-        self.client = self.client_id(stable=bool(settings.get("durable_name")))
+        self.ack_mode = "client-individual" if settings.transacted else settings.options.ack
+        self.client = self.client_id(stable=bool(settings.durable_name))
         self._ids = itertools.count(1)
         self._last_attempt = 0.0
 
     def open(self) -> None:
         s = self.settings
-        host, port = s.get("host") or "127.0.0.1", int(s.get("port") or DEFAULT_PORT)
-        beat = int(s.get("heartbeat_ms") or 0)
-        connection_type = stomp.Connection11 if s.get("protocol") == "1.1" else stomp.Connection12
+        host, port = s.address(DEFAULT_PORT)
+        beat = s.options.heartbeat_ms
+        connection_type = stomp.Connection11 if s.protocol == "1.1" else stomp.Connection12
         # Without content-length a JMS broker delivers a frame as a TextMessage.
-        conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.get("vhost"),
+        conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.options.vhost,
                                auto_decode=False, reconnect_attempts_max=1, timeout=5,
-                               auto_content_length=s.get("body_type") != "text")
-        if s.get("tls"):
-            conn.set_ssl(for_hosts=[(host, port)], key_file=s.get("key"),
-                         cert_file=s.get("cert"), ca_certs=s.get("ca"),
-                         ssl_version=ssl.PROTOCOL_TLS_CLIENT)
+                               auto_content_length=s.body_type != "text")
+        if s.tls:
+            conn.set_ssl(for_hosts=[(host, port)], key_file=s.key, cert_file=s.cert,
+                         ca_certs=s.ca, ssl_version=ssl.PROTOCOL_TLS_CLIENT)
         conn.set_listener("harness", _Listener(self))
         headers = {"client-id": self.client} if self.client else {}
         try:
-            conn.connect(s.get("user"), s.get("password"), wait=True, headers=headers)
+            conn.connect(s.user, s.password, wait=True, headers=headers)
         except stomp.exception.ConnectFailedException:
             detail = self.broker_errors.pop() if self.broker_errors else \
                 "refused or unreachable"
@@ -246,13 +250,13 @@ class StompTransport(NetworkTransport):
 
     def subscribe(self, destination: Destination) -> None:
         s = self.settings
-        selector = s.get("selector")
-        durable = s.get("durable_name")
+        selector = s.selector
+        durable = s.durable_name
         headers: dict[str, str] = {"id": f"sub-{uuid.uuid4().hex[:8]}"}
         if selector:
             headers["selector"] = selector
         if durable:
-            name = f"{durable}{s.get('process', 0)}.{s.get('thread', 0)}"
+            name = f"{durable}{s.process}.{s.thread}"
             if self.flavour == "rabbitmq":
                 # RabbitMQ names the durable queue after the subscription id.
                 headers.update({"id": name, "durable": "true", "auto-delete": "false"})
@@ -260,9 +264,9 @@ class StompTransport(NetworkTransport):
                 headers["durable-subscription-name"] = name
             else:
                 headers["activemq.subscriptionName"] = name
-        if s.get("prefetch"):
+        if s.options.prefetch:
             key = "prefetch-count" if self.flavour == "rabbitmq" else "activemq.prefetchSize"
-            headers[key] = str(s["prefetch"])
+            headers[key] = str(s.options.prefetch)
         self.subscription = (destination, headers, self.ack_mode)
         if self._auto_subscribed(destination):
             return
@@ -311,10 +315,9 @@ class StompTransport(NetworkTransport):
             raise TransportError(f"ack failed: {exc or type(exc).__name__}") from None
 
     def temporary_queue(self) -> Destination:
-        prefix = self.settings.get("reply_queue")
-        if prefix:
-            return Destination("queue", f"{prefix}.{self.settings.get('process', 0)}."
-                                        f"{self.settings.get('thread', 0)}")
+        s = self.settings
+        if s.options.reply_queue:
+            return Destination("queue", f"{s.options.reply_queue}.{s.process}.{s.thread}")
         return Destination("queue", f"/temp-queue/harness-{uuid.uuid4().hex[:12]}")
 
     # -- transactions

@@ -5,6 +5,8 @@ import sys
 
 import pytest
 
+from tests.conftest import read_jsonl
+
 
 @pytest.fixture
 def busy_process():
@@ -46,3 +48,55 @@ def test_a_light_client_is_not_flagged(harness):
     assert result.code == 0, result.stderr
     assert result.summary["client_cpu"]["bottleneck"] is False
     assert "bottleneck" not in result.stdout
+
+
+def test_client_cpu_per_message_is_the_process_cpu_over_its_messages(tmp_path):
+    """One cell in this very process: the CPU time the run's intervals account for is what
+    the process spent running it, and the cost per message is that time over the messages
+    counted, in every output."""
+    import time
+
+    from harness.engine.runner import Controller
+    from harness.rundir.reader import load
+    from harness.screen.console import interval_lines
+    from harness.spec.group import group_spec
+    from harness.spec.run import RunSpec, assign_group_names
+    from harness.stats.figures import labels
+
+    groups = [group_spec({"module": "loopback.Sender", "destination": "Q"}),
+              group_spec({"module": "loopback.Receiver", "destination": "Q"})]
+    assign_group_names(groups)
+    run = RunSpec(groups=groups, duration=3.0, interval=1.0, drain=1.0, output=str(tmp_path))
+    before = time.process_time()
+    result = Controller(run, lambda view: None, lambda line: None).execute()
+    spent_us = (time.process_time() - before) * 1e6
+    records = read_jsonl(result.run_dir / "intervals.jsonl")
+    counters = [r for r in records if r["type"] == "counters"]
+    accounted = sum(r["cpu_us"] for r in counters)
+    # Everything but setting up and writing the summary; CPU time advances in 10 ms ticks.
+    assert 0.9 * spent_us - 20_000 <= accounted <= spent_us + 20_000, (accounted, spent_us)
+    assert accounted > 1_000_000  # unthrottled: the process was busy
+    summary = result.summary
+    for name, group in summary["groups"].items():
+        measured = [r for r in counters if r["group"] == name and r["phase"] == "measure"]
+        count = sum(r["sent" if name == "sender" else "received"] for r in measured)
+        # The two groups share the process, and its CPU by the messages each counted.
+        cpu_us = sum(r["cpu_us"] for r in counters if r["phase"] == "measure")
+        share = sum(r["cpu_us"] for r in measured)
+        assert group["client_us_per_msg"] == pytest.approx(share / count)
+        assert share / count == pytest.approx(cpu_us / (count + sum(
+            r["received" if name == "sender" else "sent"] for r in counters
+            if r["group"] != name and r["phase"] == "measure")), rel=0.05)
+        assert group["per_core_rate"] == pytest.approx(1e6 / group["client_us_per_msg"])
+    assert summary["client_cpu"]["cores"] == pytest.approx(
+        sum(r["cpu_us"] for r in counters if r["phase"] == "measure") / 1e6
+        / summary["measured_seconds"])
+    # The replay (harness view) and every interval line say the same.
+    recorded = load(result.run_dir)
+    assert recorded.summary["groups"]["sender"]["client_us_per_msg"] == pytest.approx(
+        summary["groups"]["sender"]["client_us_per_msg"])
+    shown = {v.index: v for v in recorded.views}
+    by_name = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
+    line = interval_lines(shown[1], by_name, labels(recorded.run, recorded.metrics))[0]
+    first = next(r for r in counters if r["group"] == "sender" and r["interval"] == 1)
+    assert f"{first['cpu_us'] / first['sent']:.1f}us/msg" in line

@@ -7,6 +7,8 @@ from harness.transports.base import TransportError
 from harness.transports.loopback import LoopbackTransport, reset_broker
 from harness.transports.message import Destination, Message
 
+from tests.conftest import settings_for
+
 Q = Destination("queue", "q")
 T = Destination("topic", "t")
 
@@ -21,7 +23,7 @@ def connect():
     made = []
 
     def make(subscribe=None):
-        transport = LoopbackTransport({})
+        transport = LoopbackTransport(settings_for("loopback.Receiver"))
         transport.connect()
         if subscribe is not None:
             transport.subscribe(subscribe)

@@ -9,7 +9,7 @@ import pytest
 from harness.transports.message import Destination, Message
 from harness.transports.mqtt import MqttTransport
 
-from tests.conftest import unique
+from tests.conftest import settings_for, unique
 
 
 def flags(brokers, broker):
@@ -107,14 +107,14 @@ def test_messages_from_other_clients_are_counted_as_foreign_never_timed(harness,
 
 def test_persistent_session_keeps_qos1_messages_while_offline(brokers):
     topic = Destination("topic", unique("session"))
-    settings = {"port": 1883, "flavour": "mosquitto", "protocol": "5", "qos": 1,
-                "clean": False, "session_expiry": 300, "client_id": unique("client"),
-                "process": 0, "thread": 0}
+    settings = settings_for("mqtt.Subscriber", port=1883, flavour="mosquitto", protocol="5",
+                            qos=1, clean=False, session_expiry=300,
+                            client_id=unique("client"))
     subscriber = MqttTransport(settings)
     subscriber.connect()
     subscriber.subscribe(topic)
     subscriber.close()
-    publisher = MqttTransport({"port": 1883, "qos": 1})
+    publisher = MqttTransport(settings_for("mqtt.Publisher", port=1883, qos=1))
     publisher.connect()
     for seq in range(5):
         publisher.send(topic, Message(b"x", "p", seq, 0, 0))
@@ -188,3 +188,20 @@ def test_tls_refuses_a_broker_it_cannot_verify(harness, brokers, tls_mosquitto):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot connect" in lines[0] and "CERTIFICATE" in \
         lines[0].upper(), result.stderr
+
+
+@pytest.mark.parametrize("qos", ["1", "2"])
+def test_a_producer_driving_pahos_loop_itself_loses_nothing_at_qos_1_and_2(harness, brokers,
+                                                                          qos):
+    """Senders and Publishers drive paho's network loop from their own thread: what they
+    queue goes out in batches, acknowledgements are read between them, and none is lost."""
+    d = unique("driven")
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "-rt", "3000", "-mg", "6000",
+                     "--qos", qos, "--inflight", "10", *flags(brokers, "mosquitto"), "-ss", "1",
+                     "-g", group(brokers, "mosquitto", f"-m mqtt.Subscriber -d {d} --qos {qos}"))
+    assert result.code == 0, result.stderr
+    publisher, subscriber = (result.summary["groups"][g] for g in ("publisher", "subscriber"))
+    assert publisher["sent"] == 6000 and publisher["errors"] == 0
+    assert subscriber["received"] == 6000
+    assert subscriber["lost"] == subscriber["duplicated"] == 0
+

@@ -1,29 +1,38 @@
 """A broker restarted during a run: workers reconnect and resubscribe, the outage is counted,
-and persistent messages on an ActiveMQ queue are not lost."""
+persistent messages on an ActiveMQ queue are not lost, and an MQTT producer that drives its
+client's network loop itself reconnects as well."""
 
 import json
 import subprocess
 import time
 
 from harness.stats.histogram import decode
-from tests.conftest import ROOT, env, harness_command, only_run_dir, unique
+from tests.conftest import ROOT, env, harness_command, only_run_dir, read_jsonl, unique
+
+
+def run_through_restart(tmp_path, broker: str, after_s: float, *args: str):
+    """A harness run with `broker` restarted `after_s` seconds in: (stdout, stderr, run
+    directory) once it has ended by itself, successfully."""
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(harness_command("run", *args, "-o", str(out)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+                            cwd=tmp_path)
+    time.sleep(after_s)
+    subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "restart",
+                    broker], check=True, timeout=180)
+    stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    return stdout, stderr, only_run_dir(out)
 
 
 def test_activemq_restart_mid_run_loses_no_persistent_message(tmp_path, brokers):
     d = unique("restart")
     amq = ["--port", "61613", "--flavour", "activemq"]
-    out = tmp_path / "runs"
-    proc = subprocess.Popen(
-        harness_command("run", "-m", "stomp.Sender", "-d", d, "-pp", "-rt", "100", "-rl", "25",
-                        "-ss", "1", "--drain", "20", *amq, "-o", str(out), "-g",
-                        f"-m stomp.Receiver -d {d} --ack client-individual {' '.join(amq)}"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
-    time.sleep(8)
-    subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "restart",
-                    "activemq"], check=True, timeout=180)
-    stdout, stderr = proc.communicate(timeout=180)
-    assert proc.returncode == 0, stderr
-    summary = json.loads((only_run_dir(out) / "summary.json").read_text())
+    stdout, stderr, run_dir = run_through_restart(
+        tmp_path, "activemq", 8, "-m", "stomp.Sender", "-d", d, "-pp", "-rt", "100", "-rl",
+        "25", "-ss", "1", "--drain", "20", *amq, "-g",
+        f"-m stomp.Receiver -d {d} --ack client-individual {' '.join(amq)}")
+    summary = json.loads((run_dir / "summary.json").read_text())
     sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
     # The outage happened and is counted on both sides.
     for group in (sender, receiver):
@@ -42,3 +51,23 @@ def test_activemq_restart_mid_run_loses_no_persistent_message(tmp_path, brokers)
     assert delay.get_total_count() > sender["sent"]
     assert delay.get_max_value() > 1_000_000
     assert "sender: send error:" in stdout + stderr
+
+
+def test_a_mosquitto_restart_mid_run_is_survived_and_counted(tmp_path, brokers):
+    d = unique("restart")
+    mosquitto = brokers["mosquitto"]["mqtt"]
+    stdout, _, run_dir = run_through_restart(
+        tmp_path, "mosquitto", 5, "-m", "mqtt.Publisher", "-d", d, "-rt", "200", "-rl", "12",
+        "-ss", "1", "--qos", "1", *mosquitto, "-g",
+        f"-m mqtt.Subscriber -d {d} --qos 1 {' '.join(mosquitto)}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for name in ("publisher", "subscriber"):
+        assert summary["groups"][name]["reconnects"] >= 1, name
+        assert summary["groups"][name]["outage_ms"] > 0, name
+    # Both went on after the restart: the last measured second has messages both ways.
+    last = max(r["interval"] for r in read_jsonl(run_dir / "intervals.jsonl")
+               if r["type"] == "counters" and r["phase"] == "measure")
+    final = {r["group"]: r for r in read_jsonl(run_dir / "intervals.jsonl")
+             if r["type"] == "counters" and r["interval"] == last}
+    assert final["publisher"]["sent"] > 150 and final["subscriber"]["received"] > 150
+    assert "outage publisher" in stdout

@@ -7,7 +7,7 @@ import pytest
 from harness.transports.message import Destination, Message
 from harness.transports.stomp import StompTransport
 
-from tests.conftest import unique
+from tests.conftest import settings_for, unique
 
 STOMP_BROKERS = ["activemq", "rabbitmq"]
 
@@ -22,9 +22,8 @@ def group(brokers, broker, text):
 
 def transport(brokers, broker, **extra):
     args = flags(brokers, broker)
-    settings = {"host": "127.0.0.1", "port": int(args[1]), "flavour": args[3],
-                "vhost": "/" if broker == "rabbitmq" else None, "process": 0, "thread": 0,
-                "node": "test", "name": "t", **extra}
+    settings = settings_for("stomp.Subscriber", port=int(args[1]), flavour=args[3],
+                            vhost="/" if broker == "rabbitmq" else None, **extra)
     t = StompTransport(settings)
     t.connect()
     return t
@@ -201,3 +200,24 @@ def test_wrong_credentials_are_reported(harness, brokers):
                      "--user", "nobody", "--password", "wrong", "-rl", "1")
     assert result.code == 1
     assert "cannot connect" in result.stderr and "wrong" not in result.stderr
+
+
+@pytest.mark.parametrize("broker", STOMP_BROKERS)
+def test_settle_drains_what_a_run_left_on_its_queues(brokers, broker):
+    from harness.experiments.experiment import drain
+    from harness.spec.group import group_spec
+    from harness.spec.run import RunSpec
+
+    queue = unique("left")
+    sender = transport(brokers, broker)
+    for seq in range(7):
+        sender.send(Destination("queue", queue), message(seq))
+    sender.close()
+    args = flags(brokers, broker)
+    # Client acknowledgement: what the drain takes must be acknowledged, or it comes back.
+    given = {"destination": queue, "port": int(args[1]), "flavour": args[3], "ack": "client",
+             "vhost": "/" if broker == "rabbitmq" else None}
+    run = RunSpec(groups=[group_spec({"module": "stomp.Sender", **given}),
+                          group_spec({"module": "stomp.Receiver", "name": "r", **given})])
+    assert drain(run) == [f"drained 7 messages left on stomp:{queue}"]
+    assert drain(run) == []

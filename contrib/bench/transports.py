@@ -12,7 +12,12 @@ same window after one second of warm-up, and the script prints msgs/s and harnes
 The bare loops send the same frames as the harness (its `harness` header on STOMP, its 38-byte
 prefix on MQTT), so the ratio is the cost of the harness's own work. MQTT runs at
 QoS 0, where Mosquitto drops what a slow subscriber cannot take: there the subscriber's rate
-is what it managed to receive.
+is what it managed to receive. The bare MQTT producer uses paho's fastest public API, as the
+harness does: its loop driven from the publishing thread (loop_write every 64 publishes).
+
+Beside each rate, client CPU per message: the process's CPU time (every thread, the client
+library's own included) over the messages it counted in the window, for the bare loop; the
+figure the run reports (client_us_per_msg) for the harness.
 
 Last, mqtt.Publisher with 2 processes beside mosquitto_pub --repeat, the broker's own tool.
 """
@@ -22,11 +27,13 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import select
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -40,8 +47,9 @@ MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
 
 
 # -- the harness side --------------------------------------------------------------------------
-def harness(seconds: float, *groups: list[str]) -> dict[str, float]:
-    """Measured-phase rate of each group (sent for producers, received for consumers)."""
+def harness(seconds: float, *groups: list[str]) -> dict[str, tuple[float, float]]:
+    """Measured-phase rate of each group (sent for producers, received for consumers) and
+    its client CPU microseconds per message."""
     first, *others = groups
     # Consumers drain what is left, or the broker keeps it and holds the next producer back.
     command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(WARMUP),
@@ -52,7 +60,8 @@ def harness(seconds: float, *groups: list[str]) -> dict[str, float]:
         subprocess.run([*command, "-o", out], check=True, capture_output=True, cwd=ROOT)
         (run_dir,) = Path(out).iterdir()
         summary = json.loads((run_dir / "summary.json").read_text())
-    return {name: g["rate"] for name, g in summary["groups"].items()}
+    return {name: (g["rate"], g["client_us_per_msg"] or 0.0)
+            for name, g in summary["groups"].items()}
 
 
 # -- the bare side: each loop is this script run as a child process --------------------------
@@ -77,12 +86,20 @@ def mqtt_payload() -> bytes:
                   "", "")
 
 
-def mqtt_client():
+def mqtt_client(driven: bool = False):
+    """A connected paho client: with its own network thread, or driven by the caller."""
     import paho.mqtt.client as paho
     client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"bench-{uuid.uuid4()}")
+    if driven:
+        client.on_socket_register_write = lambda *_: None  # publish() queues; we write
     client.connect("127.0.0.1", 1883)
     client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    client.loop_start()
+    if driven:
+        while not client.is_connected():
+            client.loop_write()
+            client.loop_read()
+    else:
+        client.loop_start()
     return client
 
 
@@ -91,16 +108,31 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
     start = time.monotonic() + WARMUP
     end = start + seconds
     count = 0
+    # CPU time at the window's start and end, read on time whatever the loop is doing.
+    cpu: list[float] = []
+    for at in (start, end):
+        timer = threading.Timer(at - time.monotonic(), lambda: cpu.append(time.process_time()))
+        timer.daemon = True
+        timer.start()
     if kind == "stomp-send":
         conn, headers = stomp_connection(broker), stomp_headers()
         while (now := time.monotonic()) < end:
             conn.send(destination, BODY, headers=headers)
             count += now >= start
     elif kind == "mqtt-send":
-        client, payload = mqtt_client(), mqtt_payload()
+        client, payload = mqtt_client(driven=True), mqtt_payload()
+        queued = 0
         while (now := time.monotonic()) < end:
             client.publish(destination, payload, 0)
             count += now >= start
+            queued += 1
+            if queued == 64:
+                queued = 0
+                client.loop_write()
+                while client.want_write():  # the socket is full: wait for room
+                    select.select([], [client.socket()], [], 0.01)
+                    client.loop_write()
+                client.loop_read()
     else:
         counted = [0, 0]  # in the window, in all
 
@@ -132,12 +164,16 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
             if counted[1] != before:
                 last_seen = time.monotonic()
         count = counted[0]
-    print(json.dumps({"rate": count / seconds}), flush=True)
+    while len(cpu) < 2:
+        time.sleep(0.01)
+    print(json.dumps({"rate": count / seconds, "us": (cpu[1] - cpu[0]) / count * 1e6
+                      if count else 0.0}), flush=True)
 
 
 def bare(seconds: float, broker: str, destination: str, send: str,
-         receive: str) -> tuple[float, float]:
-    """(producer rate, consumer rate) of bare loops in two processes."""
+         receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(rate, CPU us per message) of the producer and of the consumer, bare loops in two
+    processes."""
     def child(kind: str, dest: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, dest,
                                  str(seconds)], stdout=subprocess.PIPE, text=True)
@@ -145,9 +181,8 @@ def bare(seconds: float, broker: str, destination: str, send: str,
     consumer = child(receive, destination[1])
     time.sleep(0.5)  # subscribed before the producer starts
     producer = child(send, destination[0])
-    rates = [json.loads(p.communicate(timeout=seconds + 60)[0])["rate"]
-             for p in (producer, consumer)]
-    return rates[0], rates[1]
+    out = [json.loads(p.communicate(timeout=seconds + 60)[0]) for p in (producer, consumer)]
+    return (out[0]["rate"], out[0]["us"]), (out[1]["rate"], out[1]["us"])
 
 
 def destination(mqtt: bool) -> str:
@@ -156,26 +191,36 @@ def destination(mqtt: bool) -> str:
 
 
 def bare_case(seconds: float, kind: str, broker: str, send: str,
-              receive: str) -> tuple[float, float]:
+              receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(send.startswith("mqtt"))
     dest = name if send.startswith("mqtt") else f"/{kind}/{name}"
     return bare(seconds, broker, (dest, dest), send, receive)
 
 
 def harness_case(seconds: float, producer: str, consumer: str,
-                 flags: list[str]) -> tuple[float, float]:
+                 flags: list[str]) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
     rates = harness(seconds, ["-m", producer, "-d", name, *flags],
                     ["-m", consumer, "-d", name, *flags])
     return rates[producer.split(".")[1].lower()], rates[consumer.split(".")[1].lower()]
 
 
-def row(name: str, bare_rates: list[float], harness_rates: list[float]) -> None:
-    """Medians of the alternating repeats, and the spread of the ratios."""
+def row(name: str, bares: list[tuple[float, float]],
+        harnesses: list[tuple[float, float]] | list[float]) -> None:
+    """Medians of the alternating repeats, the spread of the rate ratios and, where both
+    sides have it, client CPU per message."""
+    costs = all(isinstance(x, tuple) for x in [*bares, *harnesses])
+    bare_rates = [x[0] if isinstance(x, tuple) else x for x in bares]
+    harness_rates = [x[0] if isinstance(x, tuple) else x for x in harnesses]
     ratios = sorted(h / b for h, b in zip(harness_rates, bare_rates, strict=True))
     b, h = statistics.median(bare_rates), statistics.median(harness_rates)
-    print(f"{name:<44} bare {b:>9,.0f}/s   harness {h:>9,.0f}/s   ratio {h / b:5.2f}  "
-          f"(runs {ratios[0]:.2f}..{ratios[-1]:.2f})", flush=True)
+    line = (f"{name:<44} bare {b:>9,.0f}/s   harness {h:>9,.0f}/s   ratio {h / b:5.2f}  "
+            f"(runs {ratios[0]:.2f}..{ratios[-1]:.2f})")
+    if costs:
+        bu = statistics.median(x[1] for x in bares)  # type: ignore[index]
+        hu = statistics.median(x[1] for x in harnesses)  # type: ignore[index]
+        line += f"   cpu/msg bare {bu:6.1f} us  harness {hu:6.1f} us  ratio {hu / bu:5.2f}"
+    print(line, flush=True)
 
 
 def compare(repeat: int, one_bare, one_harness) -> tuple[list, list]:
@@ -224,10 +269,16 @@ def main() -> None:
 
     def one_processes() -> float:
         return harness(seconds, ["-m", "mqtt.Publisher", "-d", topic, "--processes", "2",
-                                 *MOSQUITTO])["publisher"]
+                                 *MOSQUITTO])["publisher"][0]
+
+    def one_process() -> float:
+        return harness(seconds, ["-m", "mqtt.Publisher", "-d", topic,
+                                 *MOSQUITTO])["publisher"][0]
 
     natives, ours = compare(repeat, one_native, one_processes)
     row("mqtt.Publisher --processes 2 / mosquitto_pub", natives, ours)
+    natives, ours = compare(repeat, one_native, one_process)
+    row("mqtt.Publisher 1 process / mosquitto_pub", natives, ours)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ pid_file $STATE/mosquitto.pid
 persistence false
 CONF
     chmod 644 "$STATE/mosquitto.conf"
+    # Started as root, mosquitto drops to its own user before it writes its pid file.
+    if id mosquitto >/dev/null 2>&1; then
+        as_root install -o mosquitto -m 644 /dev/null "$STATE/mosquitto.pid"
+    fi
     as_root mosquitto -c "$STATE/mosquitto.conf" -d
     wait_ports 15 1883
     say "mosquitto: started on 1883"

@@ -28,6 +28,7 @@ from harness.spec.group import GroupSpec
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.spec.topology import CONSUMERS, PRODUCERS, endpoints
+from harness.stats.figures import cpu_shares, role_count
 from harness.stats.histogram import encode, fold_many, new_histogram
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import (
@@ -110,15 +111,14 @@ class Cell:
         self.plan = plan
         self.emit = emit
         self.run = plan.run
-        self.control = Control(Timeline(0, int(self.run.interval * 1e9),
-                                        int(self.run.warmup * 1e9)), int(DRAIN_IDLE_S * 1e9))
+        # Placed at 0 until start() knows the common clock.
+        self.control = Control(Timeline.of(self.run, 0), int(DRAIN_IDLE_S * 1e9))
         self.outbox: deque[Handoff] = deque()
         self.streams: list[StreamEnd] = []
         self.workers: list[Worker] = []
         self.collector: threading.Thread | None = None
         self.process = psutil.Process()
         self.bodies: dict[int, bytes] = {}
-        self.rates: dict[int, float] = {}  # per-thread rates changed live, by group
         self.thread_counts: dict[int, int] = {}
         self.floor = FloorProbe()
         self.checked = {key: point.checked for key, point in endpoints(self.run).items()}
@@ -162,9 +162,7 @@ class Cell:
     def start(self, start_epoch_ns: int) -> None:
         run, control = self.run, self.control
         start = to_monotonic(start_epoch_ns)
-        timeline = control.timeline = Timeline(
-            start, int(run.interval * 1e9), int(run.warmup * 1e9),
-            start + int(run.duration * 1e9) if run.duration else None)
+        timeline = control.timeline = Timeline.of(run, start)
         if timeline.stop is not None:
             control.produce_until_ns = int(timeline.stop)
         for worker in self.workers:
@@ -173,6 +171,7 @@ class Cell:
                 worker.schedule.start = worker.start_time()
         self._cpu_mark = (time.monotonic(), self._cpu_seconds())
         self._cpu_last = 0.0
+        self._cpu_reported = self._cpu_mark[1]
         self.floor.start()
         for worker in self.workers:
             worker.start()
@@ -204,10 +203,9 @@ class Cell:
             worker.pending = True
 
     def set_rate(self, g: int, rate: float) -> None:
-        self.rates[g] = rate
+        self.control.rates[g] = rate
         for worker in self.workers:
             if worker.key[0] == g and worker.schedule is not None:
-                worker.new_rate = rate
                 worker.pending = True
 
     def add_thread(self, g: int) -> None:
@@ -228,7 +226,8 @@ class Cell:
         now = now_ns()
         worker.move_to(now)
         if worker.schedule is not None:
-            worker.schedule.retarget(now, self.rates.get(worker.key[0], worker.schedule.rate))
+            worker.schedule.retarget(now, control.rates.get(worker.key[0],
+                                                            worker.schedule.rate))
         if not (control.producing or not worker.produces()) or not control.consuming:
             worker.transport.close()
             return
@@ -336,11 +335,18 @@ class Cell:
         times = self.process.cpu_times()
         return times.user + times.system
 
-    def _cpu(self) -> float:
+    def _cpu_spent_us(self, used: float) -> int:
+        """CPU microseconds this process used since the last report (used: its CPU seconds
+        now): every tick counted once over the run, so that summed over intervals it is the
+        process's CPU time."""
+        spent, self._cpu_reported = used - self._cpu_reported, used
+        return round(spent * 1e6)
+
+    def _cpu(self, used: float) -> float:
         """This process's CPU% (of one core) since the last report. CPU time advances in
         clock ticks (10 ms), so over a short span (the last, partial interval) one tick
         would read as hundreds of percent: below MIN_CPU_SPAN_S the last value stands."""
-        now, used = time.monotonic(), self._cpu_seconds()
+        now = time.monotonic()
         wall, before = self._cpu_mark
         if now - wall >= MIN_CPU_SPAN_S:
             self._cpu_last = 100.0 * (used - before) / (now - wall)
@@ -352,12 +358,16 @@ class Cell:
         start, end = (int(t) for t in timeline.bounds(index))
         if end_ns is not None:
             end = min(max(end_ns, start), end)
+        used = self._cpu_seconds()
         report = IntervalReport(self.plan.process_index, os.getpid(), index,
                                 start + EPOCH_OFFSET_NS, (end - start) / 1e9, end_ns is not None,
-                                self._cpu(), timeline.phase(index))
+                                self._cpu(used), timeline.phase(index))
         if end_ns is not None:
             report.streams = self.streams
             report.floor = self.floor.stop()
+        shares = cpu_shares(self._cpu_spent_us(used), {
+            g: role_count(self.run.groups[g].role, data.counters[g])
+            for g in self.plan.group_indexes})
         for g in self.plan.group_indexes:
             group = self.run.groups[g]
             histograms: dict[str, str] = {}
@@ -372,6 +382,7 @@ class Cell:
                                     f"{group.name}: {kind} error: {reason} (first this "
                                     f"interval; {data.counters[g]['errors']} errors in it)"))
             workers = [w for w in self.workers if w.key[0] == g]
+            data.counters[g]["cpu_us"] = shares[g]
             report.groups[g] = GroupPart(
                 data.counters[g], histograms, clamped, sum(w.up for w in workers),
                 len(workers), sum(1 for w in workers if w.produces() and not w.finished))

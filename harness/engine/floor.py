@@ -58,5 +58,7 @@ class FloorProbe:
         """Stop, and the hand-off times in microseconds as an encoded histogram."""
         self.running = False
         histogram = new_histogram()
-        fold(histogram, self.values)
+        # A copy: the receiving thread may still append one last value, and an array cannot
+        # grow while NumPy reads its buffer.
+        fold(histogram, self.values[:])
         return encode(histogram)

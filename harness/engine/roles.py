@@ -29,21 +29,12 @@ class _Producer(Worker):
         body, size, crc = self.body, len(self.body), self.body_crc
         producer, persistent, correlation = self.producer_id, group.persistent, \
             self.correlation
-        property_sets = self.property_sets
-        properties, turns = property_sets[0], len(property_sets)
         deck, cards = self.deck, len(self.deck)
-        limit = group.messages or -1
         transacted, commit_count = group.transacted, group.commit_count
         offset = EPOCH_OFFSET_NS
         seq = 0
         try:
-            while seq != limit:
-                due = self.pace()  # None once the producers are told to stop
-                if due is None:
-                    break
-                intended, now = due
-                if turns > 1:
-                    properties = property_sets[seq % turns]
+            for intended, now, properties in self.due_sends(group.messages):
                 if cards:
                     body, crc = deck[seq % cards]
                     size = len(body)
@@ -229,20 +220,11 @@ class Requestor(Worker):
         send, receive, destination = transport.send, transport.receive, self.destination
         body, size, crc = self.body, len(self.body), self.body_crc
         producer, persistent = self.producer_id, group.persistent
-        property_sets = self.property_sets
-        properties, turns = property_sets[0], len(property_sets)
         reply_to = self.reply_to
         timeout_ns = int(group.reply_timeout * 1e9)
-        limit = group.messages or -1
         offset = EPOCH_OFFSET_NS
         seq = 0
-        while seq != limit:
-            due = self.pace()  # None once the producers are told to stop
-            if due is None:
-                break
-            intended, now = due
-            if turns > 1:
-                properties = property_sets[seq % turns]
+        for intended, now, properties in self.due_sends(group.messages):
             message = Message(body, producer, seq, intended + offset, now + offset, crc,
                               properties, f"{producer}:{seq}", reply_to, persistent)
             try:

@@ -36,7 +36,7 @@ from harness.rundir.writer import (
 )
 from harness.spec.roles import ROLES, metrics_for
 from harness.spec.run import RunSpec
-from harness.spec.topology import endpoints
+from harness.spec.topology import endpoints, exclusive_consumers
 from harness.stats.histogram import decode, encode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.reports import (
@@ -48,6 +48,7 @@ from harness.stats.reports import (
     StatusReport,
     StreamEnd,
 )
+from harness.stats.timeline import Timeline
 
 START_MARGIN_S = 0.3
 # A stop decided during the run (an interrupt, the last producer done) is announced this far
@@ -95,37 +96,8 @@ def plan_cells(run: RunSpec, run_id: str) -> list[CellPlan]:
             for copy in range(group.processes):
                 plans.append(CellPlan(run, run_id, len(plans), [i], copy=copy))
     for plan in plans:
-        plan.exclusive = _exclusive_consumers(run, plan)
+        plan.exclusive = exclusive_consumers(run, plan.group_indexes)
     return plans
-
-
-def _exclusive_consumers(run: RunSpec, plan: CellPlan) -> dict[int, bool]:
-    """Which consumer groups see whole producer streams, so that sequence checks apply."""
-    queue_consumers: dict[tuple[str, str], int] = {}
-    for i, group in enumerate(run.groups):
-        role = ROLES[group.role]
-        if role.consumes and not role.produces and role.kind == "queue":
-            # The embedded broker is per process: count only this cell's consumers there.
-            if group.embedded and i not in plan.group_indexes:
-                continue
-            copies = 1 if group.embedded else group.processes
-            key = (group.transport, group.destination or "")
-            queue_consumers[key] = queue_consumers.get(key, 0) + group.threads * copies
-    exclusive = {}
-    for i in plan.group_indexes:
-        group = run.groups[i]
-        role = ROLES[group.role]
-        if not role.consumes or role.produces:
-            continue
-        if group.selector or group.destination_max is not None:
-            # A filter sees part of each stream; with numbered destinations, threads of one
-            # group may share one: gaps are not loss.
-            exclusive[i] = False
-        elif role.kind == "topic":
-            exclusive[i] = True
-        else:
-            exclusive[i] = queue_consumers.get((group.transport, group.destination or "")) == 1
-    return exclusive
 
 
 @dataclass
@@ -196,6 +168,11 @@ class Controller:
         self.events: list[dict[str, Any]] = []
         self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
         self.has_producers = any(ROLES[g.role].produces for g in run.groups)
+        # The drain may end early only if every consumer's destination is balanced.
+        self.checked_points = [p for p in endpoints(run).values() if p.checked]
+        checked = {(p.transport, p.kind, p.name) for p in self.checked_points}
+        self.balanced_drain = bool(checked) and all(
+            g.endpoint in checked for g in run.groups if ROLES[g.role].consumes)
         self.stats = RunStats(run, self.metrics)
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
         self.manifest: dict[str, Any] = {
@@ -389,9 +366,8 @@ class Controller:
                 self.stop_at, progress.stopped_by = progress.ended or now, "message count"
             if self.stop_at is not None:
                 self.manifest["producers_stopped"] = self.stop_at
-                # A run length in integer ns from the start, so that it cuts exactly where
-                # the processes' own timelines already cut.
-                stop_ns = self.start_ns + round(run.duration * 1e9) \
+                # A run length cuts exactly where the processes' own timelines already cut.
+                stop_ns = int(Timeline.of(run, self.start_ns).stop or 0) \
                     if progress.stopped_by == "run length" else round(self.stop_at * 1e9)
                 self._broadcast("drain", stop_ns)
                 progress.drain_sent = True
@@ -406,12 +382,9 @@ class Controller:
         # Every process's count, the last one of those that ended.
         if any(p.process_index not in progress.balance for p in self.plans):
             return False
-        points = [p for p in endpoints(self.run).values() if p.checked]
-        if not points or any(ROLES[g.role].consumes and g.endpoint not in
-                             {(p.transport, p.kind, p.name) for p in points}
-                             for g in self.run.groups):
+        if not self.balanced_drain:
             return False
-        for point in points:
+        for point in self.checked_points:
             sent = sum(b.sent.get(i, 0) for b in progress.balance.values()
                        for i in point.producers)
             received = sum(b.received.get(i, 0) for b in progress.balance.values()

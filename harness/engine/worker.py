@@ -9,6 +9,7 @@ import time
 import zlib
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ class Control:
         self.consuming = True
         self.draining = False
         self.paused = False  # producers hold (the live screen's p), consumers go on
+        self.rates: dict[int, float] = {}  # per-thread rates changed live, by group index
 
 
 Handoff = tuple[tuple[int, int], int, Sample]  # (group index, thread key), interval, sample
@@ -136,10 +138,9 @@ class Worker(threading.Thread, ABC):
         self.finished = False
         self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
         self.failure: str | None = None
-        # Live changes from the controller: set new_rate or Control.paused, then pending, which
-        # pace() checks once per message.
+        # Live changes from the controller: set Control.rates or Control.paused, then pending,
+        # which pace() checks once per message.
         self.pending = False
-        self.new_rate: float | None = None
         rate = group.per_thread_rate
         self.schedule: Schedule | None = None
         if rate and self.produces():
@@ -259,9 +260,9 @@ class Worker(threading.Thread, ABC):
                 return None
             now = now_ns()
             if intended > now:
+                self.transport.flush()  # what is queued goes out before the thread sleeps
                 if not self.sleep_until(intended):
-                    self.unsent(intended, now_ns())
-                    return None
+                    return None  # stopped at once: nothing was due yet
                 now = now_ns()
             elif now >= until:
                 self.unsent(intended, until)
@@ -271,6 +272,19 @@ class Worker(threading.Thread, ABC):
         if intended >= self.next_boundary:
             self.flush(intended)
         return intended, now
+
+    def due_sends(self, limit: int) -> Iterator[tuple[int, int, dict[str, str] | None]]:
+        """(intended, actual, properties) of each send as it falls due, until the producers
+        are told to stop or `limit` sends (0: no limit) were due."""
+        property_sets = self.property_sets
+        turns = len(property_sets)
+        count = 0
+        while count != (limit or -1):
+            due = self.pace()
+            if due is None:
+                return
+            yield due[0], due[1], property_sets[count % turns]
+            count += 1
 
     def unsent(self, first: int, stop: int) -> None:
         """The messages due before the stop that a late producer never sent: counted, and
@@ -304,11 +318,13 @@ class Worker(threading.Thread, ABC):
                 return False
             if now >= self.next_boundary:
                 self.flush(now)
+            self.transport.flush()
             time.sleep(MAX_SLEEP_S)
             resumed = True
-        rate, self.new_rate = self.new_rate, None
-        if self.schedule is not None and (rate or resumed):
-            self.schedule.retarget(now_ns(), rate or self.schedule.rate)
+        if self.schedule is not None:
+            rate = control.rates.get(self.key[0], self.schedule.rate)
+            if rate != self.schedule.rate or resumed:
+                self.schedule.retarget(now_ns(), rate)
         return True
 
     def commit(self) -> None:

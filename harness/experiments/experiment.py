@@ -22,6 +22,7 @@ from harness.experiments.search import Outcome, Probe, capacity
 from harness.rundir.reader import load as load_run
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
+from harness.spec.topology import endpoints
 
 Execute = Callable[[RunSpec], RunResult]
 DRAIN_IDLE_S = 1.0
@@ -212,30 +213,30 @@ def drain(run: RunSpec) -> list[str]:
     from harness.transports.message import Destination
 
     lines = []
-    seen = set()
-    for g in run.groups:
-        if g.embedded or g.destination_kind != "queue" or not g.destination:
+    for point in endpoints(run).values():
+        groups = [run.groups[i] for i in point.groups]
+        if point.kind != "queue" or not point.name or groups[0].embedded:
             continue  # the embedded broker starts empty for every run; topics keep nothing
-        key = (g.transport, g.host, g.port, g.destination)
-        if key in seen:
-            continue
-        seen.add(key)
-        transport = transport_class(g.transport)(
-            {**g.settings(run.node, 0, 0), "selector": None, "durable_name": None,
-             "ack": "auto"})
-        count = 0
-        try:
-            transport.connect()
-            transport.subscribe(Destination("queue", g.destination))
-            deadline = time.monotonic() + DRAIN_MAX_S
-            while time.monotonic() < deadline and transport.receive(DRAIN_IDLE_S) is not None:
-                count += 1
-        except Exception as exc:
-            lines.append(f"cannot drain {g.transport}:{g.destination}: {exc}")
-            continue
-        finally:
-            with contextlib.suppress(Exception):
-                transport.close()
-        if count:
-            lines.append(f"drained {count} messages left on {g.transport}:{g.destination}")
+        # Each broker the groups of this queue connect to, once.
+        for g in {(g.host, g.port): g for g in groups}.values():
+            settings = replace(g.settings(run.node, 0, 0), selector=None, durable_name=None,
+                               transacted=False)
+            transport = transport_class(g.transport)(settings)
+            count = 0
+            try:
+                transport.connect()
+                transport.subscribe(Destination("queue", point.name))
+                deadline = time.monotonic() + DRAIN_MAX_S
+                while time.monotonic() < deadline and \
+                        (message := transport.receive(DRAIN_IDLE_S)) is not None:
+                    transport.ack(message)
+                    count += 1
+            except Exception as exc:
+                lines.append(f"cannot drain {g.transport}:{point.name}: {exc}")
+                continue
+            finally:
+                with contextlib.suppress(Exception):
+                    transport.close()
+            if count:
+                lines.append(f"drained {count} messages left on {g.transport}:{point.name}")
     return lines

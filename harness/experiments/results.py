@@ -12,8 +12,8 @@ from rich.table import Table
 
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
-from harness.spec.topology import endpoints
-from harness.stats.figures import run_loss
+from harness.spec.topology import CONSUMERS, endpoints
+from harness.stats.figures import run_loss, us_per_message
 from harness.stats.intervals import IntervalView
 
 # The backlog grows if it rises faster than this share of the delivered rate (and at least
@@ -60,7 +60,7 @@ def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
     rise = slope(points)
     delivered = sum(view.groups[g.name].counters["received"] for view in views
                     if view.phase == "measure" for g in run.groups
-                    if g.role in ("Receiver", "Subscriber") and g.name in view.groups)
+                    if g.role in CONSUMERS and g.name in view.groups)
     seconds = sum(v.length for v in views if v.phase == "measure") or 1.0
     limit = max(GROWING_SHARE * delivered / seconds, 1.0)
     return {"slope": rise, "final": backlog, "stable": rise <= limit, "checked": True}
@@ -88,6 +88,9 @@ def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: 
         "Msg Size": size_label(first.size), "Persistent": "yes" if first.persistent else "no",
         "Message Rate (msgs/s)": round(message_rate, 1),
         "client % CPU": round(summary["client_cpu"]["max"], 1),
+        # Every client process's CPU over the row's message rate.
+        "client CPU us/msg": _round(us_per_message(summary["client_cpu"].get("cores", 0) * 1e6,
+                                                   message_rate), 1),
         "broker % CPU": round(broker["mean"], 1) if broker else None,
         "broker CPU ms/msg received": round(broker["cpu_ms_per_received_msg"], 4)
         if broker and broker.get("cpu_ms_per_received_msg") is not None else None,
@@ -104,6 +107,10 @@ def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: 
         "client-bound": "yes" if summary["client_cpu"]["bottleneck"] else "no",
     })
     return out
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def _ms(value: int | None) -> float | None:

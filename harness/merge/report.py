@@ -8,6 +8,7 @@ import html
 import math
 from typing import Any
 
+from harness.stats.figures import cost_cells
 from harness.units import format_us
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
@@ -119,11 +120,12 @@ def render(report: dict[str, Any], title: str) -> str:
              for tag, t in sorted(run["tags"].items())]))
         parts.append(_table(
             ["group", "role", "rate/s", "sent", "received", "errors", "lost", "duplicated",
-             "reordered", "corrupt", "clamped", "unsent"],
+             "reordered", "corrupt", "clamped", "unsent", "client CPU us/msg",
+             "msg/s per core"],
             [[g, v["role"], f"{v['rate']:,.1f}", v.get("sent", 0), v.get("received", 0),
               v.get("errors", 0), v.get("lost", 0), v.get("duplicated", 0),
               v.get("reordered", 0), v.get("corrupt", 0), v.get("clamped", 0),
-              v.get("unsent", 0)] for g, v in run["groups"].items()]))
+              v.get("unsent", 0), *cost_cells(v)] for g, v in run["groups"].items()]))
         throughput = {"all nodes": run["throughput"]}
         if len(run["node_throughput"]) > 1:
             throughput.update(run["node_throughput"])

@@ -31,7 +31,7 @@ PHASES = {"warmup": "warm-up", "measure": "measuring", "drain": "draining"}
 COLUMNS = (("group", "group"), ("module", "module"), ("threads", "threads"),
            ("now", "rate now/s"), ("avg", "rate avg/s"), ("total", "total"),
            ("errors", "errors"), ("lost", "lost"), ("dup", "dup"), ("reord", "reord"),
-           ("cpu", "cpu"))
+           ("cpu", "cpu"), ("cost", "cpu us/msg"))
 LIVE_ONLY = {"pause", "rate", "add_thread"}
 REPLAY_ONLY = {"play", "step", "seek"}
 
@@ -149,7 +149,8 @@ class RunApp(App[None]):
             cpu = Text(f"{g.cpu:.0f}%", style="bold red" if g.cpu > CLIENT_CPU_LIMIT else "")
             values = (name, g.module, f"{g.threads_up}/{g.threads}", f"{g.rate_now:,.1f}",
                       f"{g.rate_avg:,.1f}", f"{g.total:,}", str(c["errors"]), str(c["lost"]),
-                      str(c["duplicated"]), str(c["reordered"]), cpu)
+                      str(c["duplicated"]), str(c["reordered"]), cpu,
+                      "-" if g.us_per_message is None else f"{g.us_per_message:.1f}")
             for (key, _), value in zip(COLUMNS, values, strict=True):
                 table.update_cell(name, key, value, update_width=True)
         self._draw_detail(board.groups[self.selected])

@@ -20,6 +20,7 @@ from harness.stats.figures import (
     headline_metric,
     metric_label,
     role_count,
+    us_per_message,
 )
 from harness.stats.histogram import new_histogram, percentiles
 from harness.stats.intervals import IntervalView
@@ -58,6 +59,11 @@ class GroupBoard:
     @property
     def total(self) -> int:
         return role_count(self.role, self.counters)
+
+    @property
+    def us_per_message(self) -> float | None:
+        """Client CPU per message since measuring began (harness.stats.figures)."""
+        return us_per_message(self.counters["cpu_us"], self.total)
 
     @property
     def rate_avg(self) -> float:

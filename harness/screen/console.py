@@ -11,6 +11,7 @@ from rich.table import Table
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
+    cost_cells,
     headline_metric,
     metric_label,
 )
@@ -49,6 +50,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
         if group.threads_up < group.threads:
             text += f" threads={group.threads_up}/{group.threads}"
         text += f" cpu={group.cpu:.0f}%"
+        if group.us_per_message is not None and view.phase != "drain":
+            text += f" {group.us_per_message:.1f}us/msg"
         if group.cpu > CLIENT_CPU_LIMIT:
             text += " (client may be the bottleneck)"
         if view.broker_cpu is not None:
@@ -61,7 +64,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"Summary: {summary['measured_seconds']:.2f} s measured "
                         "(warm-up to stop; rates over the measured span)")
     for column in ("group", "module", "rate/s", "total", "errors", "lost", "dup", "reord",
-                   "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max"):
+                   "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max",
+                   "cpu us/msg", "msg/s/core"):
         table.add_column(column, justify="left" if column in ("group", "module", "metric")
                          else "right")
     for name, g in summary["groups"].items():
@@ -75,7 +79,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
                       format_us(p["p50"]), format_us(p["p90"]), format_us(p["p99"]),
                       format_us(p["p99.9"]), format_us(p["max"]),
                       format_us(delay) if delay is not None else "-",
-                      f"{g['client_cpu_max']:.0f}%")
+                      f"{g['client_cpu_max']:.0f}%", *cost_cells(g))
     return table
 
 
@@ -100,6 +104,8 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                   highlight=False)
     cpu = summary["client_cpu"]
     line = f"client cpu: max {cpu['max']:.0f}% mean {cpu['mean']:.0f}% of a core per process"
+    if "cores" in cpu:
+        line += f"; the achieved rates needed {cpu['cores']:.2f} client cores"
     if cpu["bottleneck"]:
         line += f" - above {cpu['limit']:.0f}%: the client may be the bottleneck"
     console.print(line, highlight=False, style="bold red" if cpu["bottleneck"] else None)

@@ -6,7 +6,7 @@ exit 2."""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from harness.spec.roles import ROLES
 from harness.spec.template import TemplateError, check, expand
 from harness.transports import TRANSPORTS, transport_class
 from harness.transports.base import Capability
+from harness.transports.settings import GROUP_FIELDS, Settings
 
 
 @dataclass
@@ -118,20 +119,22 @@ class GroupSpec:
         n = self.thread_number(copy, thread)
         return f"{self.destination}{base + (n - 1) % (self.destination_max - base + 1)}"
 
-    def settings(self, node: str, process: int, thread: int, copy: int = 0) -> dict[str, Any]:
-        """What a transport instance is given: the group's options and where it runs, with
-        per-thread templates ({{ ... }}) evaluated for this thread."""
-        out = {**asdict(self), **self.options, "node": node, "process": process,
-               "thread": thread}
+    def settings(self, node: str, process: int, thread: int, copy: int = 0) -> Settings[Any]:
+        """What a transport instance is given: the group's fields, its transport's options
+        and where it runs, with per-thread templates ({{ ... }}) evaluated for this thread."""
+        out = {name: getattr(self, name) for name in GROUP_FIELDS}
         n, total = self.thread_number(copy, thread), self.threads * self.processes
         for key in TEMPLATED:
             if out[key]:
                 out[key] = expand(out[key], n, total)
-        return out
+        options = transport_class(self.transport).Options
+        own = {k: v for k, v in self.options.items() if k in options.__dataclass_fields__}
+        return Settings(options(**own), **out, node=node, process=process, thread=thread)
 
 
-# Options whose value may differ per thread through {{ ... }} (harness.spec.template).
-TEMPLATED = ("selector", "correlation_id", "durable_name", "client_id")
+# What a transport reads that may differ per thread through {{ ... }}
+# (harness.spec.template); the worker expands the correlation id itself.
+TEMPLATED = ("selector", "durable_name", "client_id")
 
 
 def group_spec(given: dict[str, Any]) -> GroupSpec:

@@ -1,10 +1,13 @@
 """Which groups meet at which destination, and what each destination's consumers should
-receive: the one place the delivery check, the drain and the reconciliation learn it."""
+receive: the one place the delivery check, the sequence checks, the drain and the
+reconciliation learn it."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
+from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 
 PRODUCERS = ("Sender", "Publisher")
@@ -16,8 +19,9 @@ class Endpoint:
     transport: str
     kind: str  # queue or topic
     name: str
-    producers: list[int]  # group indexes
-    consumers: list[int]
+    groups: list[int]  # the indexes of every group that meets here
+    producers: list[int]  # of them, the Senders and Publishers
+    consumers: list[int]  # the Receivers and Subscribers
     filtered: bool  # a selector or numbered topics: what each consumer gets is not known
     copies: int  # deliveries of each message sent: subscribers on a topic, 1 on a queue
 
@@ -36,9 +40,10 @@ def endpoints(run: RunSpec) -> dict[tuple[str, str, str], Endpoint]:
         key = group.endpoint
         point = out.get(key)
         if point is None:
-            point = out[key] = Endpoint(*key, [], [], False, 0)
+            point = out[key] = Endpoint(*key, [], [], [], False, 0)
         if group.selector or (group.destination_max is not None and key[1] == "topic"):
             point.filtered = True
+        point.groups.append(i)
         if group.role in PRODUCERS:
             point.producers.append(i)
         elif group.role in CONSUMERS:
@@ -52,4 +57,31 @@ def endpoints(run: RunSpec) -> dict[tuple[str, str, str], Endpoint]:
             # Each process has its own embedded broker: a subscriber sees only the
             # publishers of its own process.
             point.copies //= max(run.groups[i].processes for i in point.consumers)
+    return out
+
+
+def exclusive_consumers(run: RunSpec, cell: Collection[int]) -> dict[int, bool]:
+    """Which consuming groups of a cell (its group indexes) see whole producer streams, so
+    that sequence checks apply: not behind a filter, and alone on their queue."""
+    def pure_consumer(i: int) -> bool:
+        role = ROLES[run.groups[i].role]
+        return role.consumes and not role.produces
+
+    out = {}
+    for point in endpoints(run).values():
+        consumers = [i for i in point.groups if pure_consumer(i)]
+        # The embedded broker is per process: only this cell's consumers compete there.
+        competing = sum(run.groups[i].threads * (1 if run.groups[i].embedded
+                                                 else run.groups[i].processes)
+                        for i in consumers if i in cell or not run.groups[i].embedded)
+        for i in consumers:
+            group = run.groups[i]
+            if i not in cell:
+                continue
+            if group.selector or group.destination_max is not None:
+                # A filter sees part of each stream; with numbered destinations, threads of
+                # one group may share one: gaps are not loss.
+                out[i] = False
+            else:
+                out[i] = point.kind == "topic" or competing == 1
     return out

@@ -15,6 +15,12 @@
 - Client CPU: % of one core of the busiest process of a group, per interval; its mean and
   maximum over the measured intervals. The client may be the bottleneck above
   CLIENT_CPU_LIMIT, or when the machine as a whole is above MACHINE_CPU_LIMIT.
+- Client cost per message: the CPU time of a group's processes (user and system, every
+  thread, the client library's own included) over the messages its rate counts, in
+  microseconds, over the measured intervals; a process running several groups (the embedded
+  broker's) shares its CPU among them by the messages each counted (cpu_shares). One core
+  sustains 1e6 / cost messages a second; the client cores a run needed are its processes'
+  CPU time over the measured span.
 - Broker CPU: % of one core of the broker process, per interval; its mean over the measured
   intervals; CPU ms per message the broker received (broker_cpu_ms_per_received).
 """
@@ -87,6 +93,44 @@ def run_loss(run: RunSpec, summary: dict[str, Any]) -> int:
         if ROLES[group.role].consumes and ":".join(group.endpoint) not in checked:
             lost += summary["groups"][group.name]["lost"]
     return lost
+
+
+def cpu_shares(cpu_us: int, counts: dict[int, int]) -> dict[int, int]:
+    """A process's CPU microseconds in one interval, shared among the groups it runs in
+    proportion to the messages each counted (evenly when none counted any); the shares add
+    up to cpu_us exactly."""
+    total = sum(counts.values())
+    out, given = {}, 0
+    for n, (g, count) in enumerate(counts.items()):
+        last = n == len(counts) - 1
+        share = cpu_us - given if last else \
+            (cpu_us * count // total if total else cpu_us // len(counts))
+        out[g] = share
+        given += share
+    return out
+
+
+def us_per_message(cpu_us: float, count: float) -> float | None:
+    """Client CPU microseconds per message counted; None where nothing was counted."""
+    return cpu_us / count if count else None
+
+
+def per_core_rate(us: float | None) -> float | None:
+    """The messages a second one core sustains at a cost of `us` microseconds each."""
+    return 1e6 / us if us else None
+
+
+def cost_cells(group: dict[str, Any]) -> tuple[str, str]:
+    """A group's client CPU per message and the rate one core would sustain, as shown."""
+    us = group.get("client_us_per_msg")
+    if not us:  # nothing counted, or no CPU recorded (a run directory from before the figure)
+        return "-", "-"
+    return f"{us:.1f}", f"{group['per_core_rate']:,.0f}"
+
+
+def cores(cpu_us: float, seconds: float) -> float:
+    """Cores kept busy: CPU microseconds over a span of seconds."""
+    return cpu_us / 1e6 / seconds if seconds > 0 else 0.0
 
 
 def broker_cpu_ms_per_received(cpu_percent: float, received_rate: float) -> float | None:

@@ -16,17 +16,20 @@ from hdrh.histogram import HdrHistogram
 
 from harness.spec.group import GroupSpec
 from harness.spec.run import RunSpec
-from harness.spec.topology import endpoints
+from harness.spec.topology import CONSUMERS, PRODUCERS, endpoints
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
     broker_cpu_ms_per_received,
     client_bottleneck,
     closed_loop,
+    cores,
     headline_metric,
     mean,
+    per_core_rate,
     role_count,
     summed_rate,
+    us_per_message,
 )
 from harness.stats.histogram import add_encoded, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
@@ -47,6 +50,10 @@ class GroupInterval:
     @property
     def count(self) -> int:
         return role_count(self.role, self.counters)
+
+    @property
+    def us_per_message(self) -> float | None:
+        return us_per_message(self.counters["cpu_us"], self.count)
 
 
 @dataclass
@@ -166,6 +173,20 @@ class RunStats:
             (sum(count(t, t.measured.get(node, {})) for t in totals), seconds)
             for node, seconds in self.node_seconds.items())
 
+    def _cost(self, totals: GroupTotals) -> dict[str, float | None]:
+        """A group's client CPU per message over the measured span, and what one core
+        would sustain at that cost."""
+        cpu_us = sum(c.get("cpu_us", 0) for c in totals.measured.values())
+        count = sum(totals.count(c) for c in totals.measured.values())
+        us = us_per_message(cpu_us, count)
+        return {"client_us_per_msg": us, "per_core_rate": per_core_rate(us)}
+
+    def _cores(self) -> float:
+        """The client cores the run kept busy: each node's processes' CPU time over its
+        measured span, summed over nodes."""
+        return sum(cores(sum(t.measured.get(node, {}).get("cpu_us", 0) for t in self.groups),
+                         seconds) for node, seconds in self.node_seconds.items())
+
     def summary(self) -> dict[str, Any]:
         groups: dict[str, Any] = {}
         # Every message a group sent was received by the broker, and every message a group
@@ -183,6 +204,7 @@ class RunStats:
                 "headline": headline_metric(totals.metrics),
                 "closed_loop": closed_loop(self.run, i),
                 "client_cpu_max": max(totals.cpu, default=0.0),
+                **self._cost(totals),
             }
             for metric, histogram in totals.histograms.items():
                 entry[metric] = percentiles(histogram)
@@ -202,7 +224,7 @@ class RunStats:
                 "replication_grade": received_rate / sent_rate if sent_rate else None,
             },
             "client_cpu": {"max": cpu_max, "mean": mean(self.cpu), "limit": CLIENT_CPU_LIMIT,
-                           "machine_max": machine_max,
+                           "cores": self._cores(), "machine_max": machine_max,
                            "bottleneck": client_bottleneck(cpu_max, machine_max)},
             "delivery": self.delivery(),
         }
@@ -228,14 +250,13 @@ class RunStats:
         - per queue with competing receivers, how many distinct messages they received
           between them (`received_once`), for the delivery check.
         """
-        produced = [s for s in streams
-                    if self.run.groups[s.group].role in ("Sender", "Publisher")]
+        produced = [s for s in streams if self.run.groups[s.group].role in PRODUCERS]
         failed = {p: numbers for s in produced for p, numbers in s.failed.items()}
         records: list[dict[str, Any]] = []
         adjust: dict[str, tuple[int, int]] = {}
         for seen in streams:
             spec = self.run.groups[seen.group]
-            if spec.role not in ("Receiver", "Subscriber") or spec.messages or spec.selector \
+            if spec.role not in CONSUMERS or spec.messages or spec.selector \
                     or spec.destination_max is not None or seen.seen:
                 continue
             tail = 0

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 METRICS = ("latency", "service", "delay")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
-            "late")
+            "late", "cpu_us")
 
 
 class Sample(NamedTuple):
@@ -43,6 +43,7 @@ class Recorder:
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
         self.unsent = self.late = 0
+        self.cpu_us = 0  # set by the cell for the group, never by a thread
         self.reasons: dict[str, str] = {}
 
     def error(self, kind: str, reason: object) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import threading
 
+from harness.spec.run import RunSpec
+
 WARMUP, MEASURE, DRAIN = "warmup", "measure", "drain"
 
 
@@ -33,6 +35,13 @@ class Timeline:
         self.lock = threading.Lock()
         if stop is not None:
             self.set_stop(stop)
+
+    @classmethod
+    def of(cls, run: RunSpec, start_ns: int) -> Timeline:
+        """A run's timeline in integer nanoseconds from start_ns, stopping at its run length
+        (if it has one)."""
+        stop = start_ns + round(run.duration * 1e9) if run.duration else None
+        return cls(start_ns, round(run.interval * 1e9), round(run.warmup * 1e9), stop)
 
     def set_stop(self, stop: float) -> None:
         """The producers' stop (absolute, on the same clock as start)."""
