@@ -37,10 +37,14 @@ class Inbox(Generic[T]):
         self.full_timeout = full_timeout
 
     def _wake(self) -> None:
-        try:  # noqa: SIM105 - contextlib.suppress costs more on this per-message path
-            self.signal.release()
-        except RuntimeError:
-            pass  # a wake-up is already pending
+        signal = self.signal
+        # Until the woken consumer runs, every put finds it still waiting: a raised
+        # RuntimeError per put would cost more than the rest of the hand-off.
+        if signal.locked():
+            try:  # noqa: SIM105 - contextlib.suppress costs more on this per-message path
+                signal.release()
+            except RuntimeError:
+                pass  # another producer released it since locked() was read
 
     def put(self, item: T) -> None:
         if self.capacity and len(self.items) >= self.capacity:

@@ -100,3 +100,34 @@ def test_client_cpu_per_message_is_the_process_cpu_over_its_messages(tmp_path):
     line = interval_lines(shown[1], by_name, labels(recorded.run, recorded.metrics))[0]
     first = next(r for r in counters if r["group"] == "sender" and r["interval"] == 1)
     assert f"{first['cpu_us'] / first['sent']:.1f}us/msg" in line
+
+
+def test_no_garbage_collection_walks_more_than_an_interval_of_survivors(tmp_path):
+    """Messages nobody consumes stay in the process (here in a loopback queue): collections
+    must not walk all of them again and again, each walk a pause inside the measurements."""
+    import gc
+
+    from harness.engine.runner import Controller
+    from harness.spec.group import group_spec
+    from harness.spec.run import RunSpec, assign_group_names
+
+    groups = [group_spec({"module": "loopback.Sender", "destination": "Q", "rate": 20_000})]
+    assign_group_names(groups)
+    run = RunSpec(groups=groups, duration=4.0, interval=1.0, drain=0.0, output=str(tmp_path))
+    walked: list[int] = []
+    shown: list[object] = []
+
+    def watch(phase: str, info: dict) -> None:
+        if phase == "start" and shown:  # from the first interval on
+            walked.append(sum(len(gc.get_objects(g)) for g in range(info["generation"] + 1)))
+
+    gc.callbacks.append(watch)
+    try:
+        result = Controller(run, shown.append, lambda line: None).execute()
+    finally:
+        gc.callbacks.remove(watch)
+    assert result.summary["groups"]["sender"]["sent"] >= 79_000  # all kept in the queue
+    assert walked, "no collection ran: the test shows nothing"
+    # One interval holds 20,000 messages; the whole run 80,000, beside the objects of the
+    # test process itself.
+    assert max(walked) < 30_000, sorted(walked)[-5:]

@@ -2,7 +2,7 @@
 """Loopback throughput: the harness against a bare loop doing the same hand-off, and
 1 against 2 processes, side by side in one run. Prints figures; asserts nothing.
 
-    .venv/bin/python contrib/bench/loopback.py [--messages 1000000]
+    .venv/bin/python contrib/bench/loopback.py [--messages 1000000] [--repeat 3]
 
 Every figure is end to end: N messages from one unthrottled sender thread to one receiver
 thread (per process), timed from the start to the last receipt. The harness side records
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,9 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 INTERVAL = 0.1
 
 
-def bare(n: int) -> tuple[float, float]:
-    """(seconds, CPU seconds) for n messages through the loopback broker with no
-    measurement at all."""
+def bare_pair() -> tuple[LoopbackTransport, LoopbackTransport, Destination]:
+    """A sender and a receiver subscribed to a queue on a fresh loopback broker."""
     reset_broker()
     destination = Destination("queue", "bench")
     settings = group_spec({"module": "loopback.Sender"}).settings("bench", 0, 0)
@@ -43,6 +43,13 @@ def bare(n: int) -> tuple[float, float]:
     sender.connect()
     receiver.connect()
     receiver.subscribe(destination)
+    return sender, receiver, destination
+
+
+def bare(n: int) -> tuple[float, float]:
+    """(seconds, CPU seconds) for n messages through the loopback broker with no
+    measurement at all."""
+    sender, receiver, destination = bare_pair()
     body = bytes(256)
     finished: list[float] = []
 
@@ -91,21 +98,28 @@ def harness(n: int, processes: int) -> tuple[float, int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="alternating rounds of the three runs; medians are shown")
     args = parser.parse_args()
     n = args.messages
-
-    t_bare, cpu_bare = bare(n)
-    t_one, got_one, us_one = harness(n, 1)
-    t_two, got_two, _ = harness(n, 2)
-    rate_bare, rate_one, rate_two = n / t_bare, got_one / t_one, got_two / t_two
-    print(f"messages per process: {n:,}, 256-byte bodies, one sender and one receiver thread")
+    rounds = []
+    for _ in range(args.repeat):
+        rounds.append((bare(n), harness(n, 1), harness(n, 2)))
+    t_bare = statistics.median(r[0][0] for r in rounds)
+    cpu_bare = statistics.median(r[0][1] for r in rounds)
+    t_one = statistics.median(r[1][0] / r[1][1] for r in rounds)  # seconds per message
+    us_one = statistics.median(r[1][2] for r in rounds)
+    rate_two = statistics.median(r[2][1] / r[2][0] for r in rounds)
+    rate_bare, rate_one = n / t_bare, 1 / t_one
+    print(f"messages per process: {n:,}, 256-byte bodies, one sender and one receiver thread, "
+          f"medians of {args.repeat} alternating rounds")
     print(f"bare loop (loopback hand-off only) : {rate_bare:>12,.0f} msg/s  "
           f"{t_bare / n * 1e6:6.2f} us/msg")
     print(f"harness, 1 process                 : {rate_one:>12,.0f} msg/s  "
-          f"{t_one / got_one * 1e6:6.2f} us/msg")
+          f"{t_one * 1e6:6.2f} us/msg")
     print(f"harness, 2 processes               : {rate_two:>12,.0f} msg/s")
     print(f"harness / bare                     : {rate_one / rate_bare:12.2f}")
-    print(f"harness cost per message           : {(t_one / got_one - t_bare / n) * 1e6:12.2f} us"
+    print(f"harness cost per message           : {(t_one - t_bare / n) * 1e6:12.2f} us"
           "  (recording, pacing checks, headers, sequence checks)")
     print(f"2 processes / 1 process            : {rate_two / rate_one:12.2f}")
     us_bare = cpu_bare / n * 1e6

@@ -8,6 +8,7 @@ plain dicts that pickle.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -55,6 +56,20 @@ MIN_CPU_SPAN_S = 0.2
 STOP_GRACE_S = 10.0
 
 Emit = Callable[[Report], None]
+
+
+def _settle_garbage() -> None:
+    """Take what survived so far out of the garbage collector's sight.
+
+    A collection walks every tracked object of the generations it collects. Messages form no
+    reference cycles, but while a backlog of them stays in the process (a loopback queue, a
+    client library's buffer), the oldest generation's collections walk all of it: pauses of
+    60 to 100 ms at 100,000 msg/s into a queue nobody consumed, inside the measurements.
+    Frozen objects are never walked again (reference counting still frees them); collecting
+    the young generations first keeps their garbage cycles from being frozen too.
+    """
+    gc.collect(1)
+    gc.freeze()
 
 
 def message_body(group: GroupSpec) -> bytes:
@@ -158,6 +173,8 @@ class Cell:
             except Exception as exc:
                 raise StartFailure(f"{worker.group.module} ({worker.group.name}): cannot start: "
                                    f"{exc}") from exc
+        gc.collect()
+        gc.freeze()  # what start-up loaded, as _settle_garbage does at every interval
 
     def start(self, start_epoch_ns: int) -> None:
         run, control = self.run, self.control
@@ -287,6 +304,7 @@ class Cell:
             if now >= boundary and (complete or now >= boundary + grace * 1e9):
                 self._report(index, pending.pop(index, None) or _Interval(groups), None)
                 index += 1
+                _settle_garbage()
             if control.draining and producers_done and now >= next_balance:
                 next_balance = now + int(BALANCE_EVERY_S * 1e9)
                 self.emit(self._balance())
@@ -302,6 +320,7 @@ class Cell:
                     reported_failures.add(failure)
                     self.emit(LogReport(self.plan.process_index, failure))
         self.emit(self._balance())  # the last word on what this process sent and received
+        gc.unfreeze()
         self.emit(DoneReport(self.plan.process_index))
 
     def _take_handoffs(self, pending: dict[int, _Interval], index: int,

@@ -54,6 +54,8 @@ class Schedule:
         k = self.k
         self.k = k + 1
         if not self.poisson:
+            if not self.ramp_ns:  # _offset_ns's steady case, inline: it runs per message
+                return self.start + int((k + self.phase) * 1e9 / self.rate)
             return self.start + int(self._offset_ns(k + self.phase))
         # Poisson: the arrival count advances by exponential steps in "message" units, and
         # the ramp maps counts to times, so ramp-up and Poisson compose.

@@ -247,26 +247,22 @@ class Worker(threading.Thread, ABC):
             return None
         if self.pending and not self._apply_pending():
             return None
-        schedule = self.schedule
-        until = control.produce_until_ns
-        if schedule is None:
+        now = now_ns()
+        return self._pace_from(now if self.schedule is None else self.schedule.next_ns(), now)
+
+    def _pace_from(self, intended: int, now: int) -> tuple[int, int] | None:
+        """pace() once the next intended time is drawn."""
+        until = self.control.produce_until_ns
+        if intended >= until:
+            return None
+        if intended > now:
+            self.transport.flush()  # what is queued goes out before the thread sleeps
+            if not self.sleep_until(intended):
+                return None  # stopped at once: nothing was due yet
             now = now_ns()
-            if now >= until:
-                return None
-            intended = now
-        else:
-            intended = schedule.next_ns()
-            if intended >= until:
-                return None
-            now = now_ns()
-            if intended > now:
-                self.transport.flush()  # what is queued goes out before the thread sleeps
-                if not self.sleep_until(intended):
-                    return None  # stopped at once: nothing was due yet
-                now = now_ns()
-            elif now >= until:
-                self.unsent(intended, until)
-                return None
+        elif now >= until:
+            self.unsent(intended, until)
+            return None
         # A sample belongs to the interval of its intended time, so that a producer held up
         # in a send does not carry its samples into the next phase.
         if intended >= self.next_boundary:
@@ -278,9 +274,24 @@ class Worker(threading.Thread, ABC):
         are told to stop or `limit` sends (0: no limit) were due."""
         property_sets = self.property_sets
         turns = len(property_sets)
-        count = 0
-        while count != (limit or -1):
-            due = self.pace()
+        control, schedule = self.control, self.schedule
+        next_ns = schedule.next_ns if schedule is not None else None
+        clock = now_ns
+        count, stop = 0, limit or -1
+        while count != stop:
+            if self.pending or not control.producing:
+                due = self.pace()
+            else:
+                # pace() without its calls while a send is due now, in this interval: the
+                # common case, taken once per message.
+                now = clock()
+                intended = now if next_ns is None else next_ns()
+                if intended <= now and now < control.produce_until_ns and \
+                        intended < self.next_boundary:
+                    yield intended, now, property_sets[count % turns]
+                    count += 1
+                    continue
+                due = self._pace_from(intended, now)
             if due is None:
                 return
             yield due[0], due[1], property_sets[count % turns]
