@@ -255,7 +255,7 @@ class Requestor(Worker):
             rec.sent += 1
             rec.bytes += size
             deadline = now + timeout_ns
-            # Samples stay in the interval of the request's intended time (pace() moves on).
+            # Samples stay in the interval of the request's intended time (due_sends() moves on).
             while True:
                 try:
                     reply = receive(POLL_S)

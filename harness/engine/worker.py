@@ -139,7 +139,7 @@ class Worker(threading.Thread, ABC):
         self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
         self.failure: str | None = None
         # Live changes from the controller: set Control.rates or Control.paused, then pending,
-        # which pace() checks once per message.
+        # which due_sends() checks once per message.
         self.pending = False
         rate = group.per_thread_rate
         self.schedule: Schedule | None = None
@@ -238,20 +238,9 @@ class Worker(threading.Thread, ABC):
             time.sleep(min(due - now, self.next_boundary - now, MAX_SLEEP_S * 1e9) / 1e9)
         return False
 
-    def pace(self) -> tuple[int, int] | None:
-        """Wait for the next send: (intended, actual) monotonic ns, or None to stop.
-
-        Unthrottled, the intended time is the actual one."""
-        control = self.control
-        if not control.producing:
-            return None
-        if self.pending and not self._apply_pending():
-            return None
-        now = now_ns()
-        return self._pace_from(now if self.schedule is None else self.schedule.next_ns(), now)
-
-    def _pace_from(self, intended: int, now: int) -> tuple[int, int] | None:
-        """pace() once the next intended time is drawn."""
+    def pace(self, intended: int, now: int) -> tuple[int, int] | None:
+        """Wait until the send drawn for `intended` is due: (intended, actual) monotonic ns,
+        or None to stop. Unthrottled, the intended time is the actual one."""
         until = self.control.produce_until_ns
         if intended >= until:
             return None
@@ -275,26 +264,23 @@ class Worker(threading.Thread, ABC):
         property_sets = self.property_sets
         turns = len(property_sets)
         control, schedule = self.control, self.schedule
-        next_ns = schedule.next_ns if schedule is not None else None
         clock = now_ns
         count, stop = 0, limit or -1
         while count != stop:
-            if self.pending or not control.producing:
-                due = self.pace()
-            else:
-                # pace() without its calls while a send is due now, in this interval: the
-                # common case, taken once per message.
-                now = clock()
-                intended = now if next_ns is None else next_ns()
-                if intended <= now and now < control.produce_until_ns and \
-                        intended < self.next_boundary:
-                    yield intended, now, property_sets[count % turns]
-                    count += 1
-                    continue
-                due = self._pace_from(intended, now)
-            if due is None:
+            if not control.producing:
                 return
-            yield due[0], due[1], property_sets[count % turns]
+            if self.pending and not self._apply_pending():
+                return
+            now = clock()
+            intended = now if schedule is None else schedule.next_ns()
+            # Due now, in this interval, before the stop: the common case, without a call.
+            if not (intended <= now < control.produce_until_ns
+                    and intended < self.next_boundary):
+                due = self.pace(intended, now)
+                if due is None:
+                    return
+                intended, now = due
+            yield intended, now, property_sets[count % turns]
             count += 1
 
     def unsent(self, first: int, stop: int) -> None:
