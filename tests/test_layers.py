@@ -17,6 +17,7 @@ LAYERS = [
     ("harness.rundir",),
     ("harness.engine",),
     ("harness.merge",),
+    ("harness.distributed",),
     ("harness.screen",),
     ("harness.experiments",),
     ("harness.cli", "harness.__main__"),

@@ -36,7 +36,8 @@ def test_every_option_sets_a_field_and_every_field_has_an_option() -> None:
         set_by_options.add(option.name)
     # fields no flag sets: the transport's options, and what scenarios fill in
     assert group_fields - set_by_options == {"options", "plan", "size_mix"}
-    assert run_fields - set_by_options == {"groups"}
+    # ... and the nodes of a distributed run, which --cluster / --nodes set
+    assert run_fields - set_by_options == {"groups", "nodes"}
 
 
 def test_each_transport_declares_its_own_options_in_its_file() -> None:

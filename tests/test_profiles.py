@@ -208,7 +208,8 @@ def _tree(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_loopback_sweep_writes_the_results_table(harness: Any, tmp_path: Path) -> None:
+def tiny_sweep(tmp_path: Path) -> Path:
+    """A loopback publisher at 300/s per thread to one, then two subscribers."""
     path = tmp_path / "sweep.yaml"
     path.write_text(textwrap.dedent(f"""\
         # a two-point sweep (not a reproduced experiment)
@@ -221,6 +222,11 @@ def test_a_loopback_sweep_writes_the_results_table(harness: Any, tmp_path: Path)
         sweep:
           groups.sub.threads: [1, 2]
         """))
+    return path
+
+
+def test_a_loopback_sweep_writes_the_results_table(harness: Any, tmp_path: Path) -> None:
+    path = tiny_sweep(tmp_path)
     done = harness("run", str(path), "--no-ui", output=False)
     assert done.code == 0, done.stderr
     root = _tree(tmp_path)

@@ -20,7 +20,8 @@ from harness.transports.options import Option
 
 PANELS = {"group": "Worker group (also inside each --group)",
           "connection": "Connection (per group, also inside each --group)",
-          "run": "Run"}
+          "run": "Run",
+          "cluster": "Distributed run (on a Spark cluster)"}
 
 
 def identifier(option: Option) -> str:
@@ -56,6 +57,27 @@ def run(
     ui: Annotated[bool | None, typer.Option(
         "--ui/--no-ui", help="The live screen; default: on when stdout is a terminal.",
         rich_help_panel=PANELS["run"])] = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster", help="Run on a Spark cluster: its master, e.g. local-cluster[2,1,1024], "
+        "spark://host:7077, yarn, k8s://https://host:443. Every node runs every group.",
+        rich_help_panel=PANELS["cluster"], show_default=False)] = None,
+    nodes: Annotated[int, typer.Option(
+        "--nodes", help="With --cluster: client nodes (tasks of one barrier stage). --rate is "
+        "divided across them; -rt and -mg hold on every node's threads.",
+        rich_help_panel=PANELS["cluster"])] = 2,
+    driver_host: Annotated[str | None, typer.Option(
+        "--driver-host", help="With --cluster: the address executors reach this machine at "
+        "(default: Spark's spark.driver.host; 127.0.0.1 for local masters).",
+        rich_help_panel=PANELS["cluster"], show_default=False)] = None,
+    spark_conf: Annotated[list[str] | None, typer.Option(
+        "--spark-conf", help="With --cluster: a Spark setting KEY=VALUE, e.g. "
+        "spark.executor.memory=2g (repeatable).", rich_help_panel=PANELS["cluster"])] = None,
+    cluster_wait: Annotated[float, typer.Option(
+        "--cluster-wait", help="With --cluster: seconds to wait for the executors' task slots.",
+        rich_help_panel=PANELS["cluster"])] = 60.0,
+    ship: Annotated[bool, typer.Option(
+        "--ship/--no-ship", help="With --cluster: send this harness to the executors as a zip "
+        "(their Python must have its dependencies).", rich_help_panel=PANELS["cluster"])] = True,
     **flags: Any,
 ) -> None:
     """Run worker groups against a broker and measure every message, or run a profile."""
@@ -63,12 +85,18 @@ def run(
              if flags[identifier(option)] is not None}
     if ui is None:
         ui = on_terminal()
+    on_cluster = None
+    if cluster is not None:
+        from harness.distributed.cluster import ClusterSpec, parse_conf, validate_cluster
+        on_cluster = ClusterSpec(cluster, nodes, driver_host, parse_conf(spark_conf or []),
+                                 ship, cluster_wait)
+        validate_cluster(on_cluster)
     if profile is not None:
         for option in table().values():
             if option.key in given and given[option.key] != option.default:
                 raise BadInput(option.flag, "with a profile, set this in the file or with "
                                "--set (groups.<name>.<flag>=..., run.<flag>=...)")
-        raise typer.Exit(run_profile(find_profile(profile), set_ or [], ui))
+        raise typer.Exit(run_profile(find_profile(profile), set_ or [], ui, on_cluster))
     if set_:
         raise BadInput("--set", "overrides a profile's fields; give a profile file first")
     groups = []
@@ -81,7 +109,7 @@ def run(
     groups += [group_option(text) for text in group or []]
     spec = run_spec(given, groups)
     validate_run(spec)
-    raise typer.Exit(execute(spec, ui).exit_code)
+    raise typer.Exit(execute(spec, ui, on_cluster).exit_code)
 
 
 # The flags of every option in the table follow the fixed parameters above.
@@ -105,8 +133,9 @@ def group_option(text: str) -> GroupSpec:
     return group_spec(given)
 
 
-def execute(spec: RunSpec, ui: bool) -> Any:
-    """One run, with the screen or with interval lines, and its summary printed."""
+def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
+    """One run, with the screen or with interval lines, and its summary printed; on the
+    nodes of a Spark cluster if one is given (harness.distributed.cluster.ClusterSpec)."""
     from harness.engine.runner import Controller
     from harness.screen.console import interval_lines, print_summary
     from harness.stats.figures import labels
@@ -118,7 +147,14 @@ def execute(spec: RunSpec, ui: bool) -> Any:
         for line in interval_lines(view, metrics, names):
             console.print(line, markup=False)
 
-    controller = Controller(spec, on_interval, warn, isolate=ui)
+    controller: Any
+    if cluster is not None:
+        from harness.distributed.driver import DistributedRun
+        from harness.distributed.split import given_lines
+        controller = DistributedRun(spec, cluster, on_interval, warn,
+                                    lambda line: console.print(line, markup=False))
+    else:
+        controller = Controller(spec, on_interval, warn, isolate=ui)
     metrics.update({g.name: controller.metrics[i] for i, g in enumerate(spec.groups)})
     names.update(labels(spec, controller.metrics))
     console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
@@ -126,6 +162,10 @@ def execute(spec: RunSpec, ui: bool) -> Any:
         pace = f"{g.per_thread_rate:g}/s per thread" if g.per_thread_rate else "unthrottled"
         console.print(f"  {g.name}: {g.module} -d {g.destination} x{g.threads} threads"
                       f" x{g.processes} processes, {g.size} B, {pace}", markup=False)
+    if cluster is not None:
+        console.print(f"on {cluster.nodes} nodes of {cluster.master}:", markup=False)
+        for line in given_lines(spec, cluster.nodes):
+            console.print(line, markup=False)
     if ui:
         result = _run_with_screen(controller)
     else:
@@ -135,20 +175,22 @@ def execute(spec: RunSpec, ui: bool) -> Any:
     return result
 
 
-def run_profile(path: Path, overrides: list[str], ui: bool) -> int:
+def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None) -> int:
+    """A profile's runs; with a cluster, each run (a point of a sweep, a probe of a search)
+    is one distributed run."""
     from harness.experiments.experiment import Experiment
     from harness.experiments.profile import load
 
     profile = load(path, overrides)
     if profile.points[0].scenario is not None:
         from harness.experiments.scenarios.experiment import run_profile as run_scenario
-        return run_scenario(profile, lambda spec: execute(spec, ui), console)
+        return run_scenario(profile, lambda spec: execute(spec, ui, cluster), console)
     if len(profile.points) == 1 and profile.search is None:
-        return execute(profile.points[0].run, ui).exit_code
+        return execute(profile.points[0].run, ui, cluster).exit_code
     what = f"a search over {profile.search.field}" if profile.search else \
         f"{len(profile.points)} runs"
     console.print(f"profile {profile.name}: {what}", markup=False)
-    return Experiment(profile, lambda spec: execute(spec, ui), console).execute_all()
+    return Experiment(profile, lambda spec: execute(spec, ui, cluster), console).execute_all()
 
 
 def _run_with_screen(controller: Any) -> Any:

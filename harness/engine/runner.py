@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,17 +143,86 @@ class Signals:
             signal.signal(sig, handler)
 
 
-class Controller:
+class LiveControls(ABC):
+    """The p, + and - keys of the live screen, for a run on one machine or on many: what a
+    run does with them is its own (_pause, _set_rate), what they say is the same."""
+
+    run: RunSpec
+    rates: list[float]  # each group's rate per thread; 0 = unthrottled
+    stop_at: float | None
+    start_s: float | None
+    paused: bool
+    everywhere = ""  # where the change applies, for the message
+    broker: psutil.Process | None  # the broker's process, when it runs on this machine
+
+    def _broker_cpu(self) -> float | None:
+        if self.broker is None:
+            return None
+        try:
+            return self.broker.cpu_percent(None)
+        except psutil.Error:
+            return None
+
+    @abstractmethod
+    def _pause(self, paused: bool) -> None:
+        """Pause (or resume) every producer."""
+
+    @abstractmethod
+    def _set_rate(self, g: int, factor: float) -> None:
+        """Apply group g's new rate per thread, self.rates[g] (factor times the last)."""
+
+    @abstractmethod
+    def _threads(self, g: int) -> int:
+        """Group g's producing threads in all."""
+
+    def toggle_pause(self) -> str:
+        if self.stop_at is not None or self.start_s is None:
+            return "p: the producers are not running"
+        self.paused = not self.paused
+        self._pause(self.paused)
+        return f"producers paused{self.everywhere} (p resumes)" if self.paused else \
+            f"producers resumed{self.everywhere}; schedules restart from now"
+
+    def change_rate(self, g: int, factor: float) -> str:
+        group = self.run.groups[g]
+        if self.stop_at is not None or self.start_s is None:
+            return "+/-: the producers are not running"
+        if not ROLES[group.role].produces:
+            return f"+/-: {group.name} is a {group.role}; its rate is what arrives"
+        if not self.rates[g]:
+            return f"+/-: {group.name} runs unthrottled (no -rt or --rate): there is no " \
+                   "rate to change"
+        self.rates[g] *= factor
+        self._set_rate(g, factor)
+        return f"{group.name}: rate {self.rates[g]:,.1f}/s per thread{self.everywhere}, " \
+               f"{self.rates[g] * self._threads(g):,.1f}/s for the group"
+
+
+class Controller(LiveControls):
     def __init__(self, run: RunSpec, on_interval: Callable[[IntervalView], None],
-                 on_log: Callable[[str], None], isolate: bool = False) -> None:
+                 on_log: Callable[[str], None], isolate: bool = False,
+                 run_dir: Path | None = None) -> None:
         """isolate: run even a single cell in a child process, so that whatever else this
-        process does (the live screen) never takes the interpreter lock from the workers."""
+        process does (the live screen) never takes the interpreter lock from the workers.
+        run_dir: write there (a node of a distributed run) instead of a new directory under
+        the run's output."""
         self.run = run
         self.on_interval = on_interval
         self.on_log = on_log
         self.run_id = run.run_id or uuid.uuid4().hex[:12]
         self.started = time.time()
-        self.run_dir = make_run_dir(run.output, run.name, self.started)
+        if run_dir is None:
+            self.run_dir = make_run_dir(run.output, run.name, self.started)
+        else:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            self.run_dir = run_dir
+        # A node of a distributed run starts when the nodes agreed (epoch ns of this
+        # machine's clock), records its clock's offset from the driver, and hands each
+        # interval's reports on as its processes give them.
+        self.start_at_ns: int | None = None
+        self.clock: dict[str, Any] = {"source": "monotonic_ns + epoch offset taken at start",
+                                      "reference_node": run.node, "offset_estimate_s": 0.0}
+        self.forward: Callable[[int, list[IntervalReport]], None] | None = None
         self.plans = plan_cells(run, self.run_id)
         self.reports: queue.Queue[Report] = queue.Queue()
         cell_type = LocalCell if len(self.plans) == 1 and not isolate else ChildCell
@@ -171,8 +241,11 @@ class Controller:
         # The drain may end early only if every consumer's destination is balanced.
         self.checked_points = [p for p in endpoints(run).values() if p.checked]
         checked = {(p.transport, p.kind, p.name) for p in self.checked_points}
+        # A node of a distributed run sees only its own share of what a real broker's
+        # destination was sent and delivered: it drains for as long as it was told.
         self.balanced_drain = bool(checked) and all(
-            g.endpoint in checked for g in run.groups if ROLES[g.role].consumes)
+            g.endpoint in checked and (g.embedded or run.nodes == 1)
+            for g in run.groups if ROLES[g.role].consumes)
         self.stats = RunStats(run, self.metrics)
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
         self.manifest: dict[str, Any] = {
@@ -189,14 +262,6 @@ class Controller:
     def _broadcast(self, command: str, *args: Any) -> None:
         for cell in self.cells:
             getattr(cell, command)(*args)
-
-    def _broker_cpu(self) -> float | None:
-        if self.broker is None:
-            return None
-        try:
-            return self.broker.cpu_percent(None)
-        except psutil.Error:
-            return None
 
     def _write(self, writer: RunWriter, report: IntervalReport, phase: str,
                start: float) -> None:
@@ -223,28 +288,15 @@ class Controller:
         """The first request stops gracefully, the second at once."""
         self.stop_requests += 1
 
-    def toggle_pause(self) -> str:
-        if self.stop_at is not None or self.start_s is None:
-            return "p: the producers are not running"
-        self.paused = not self.paused
-        self.commands.put(("pause", (self.paused,)))
-        return "producers paused (p resumes)" if self.paused else \
-            "producers resumed; schedules restart from now"
+    def _pause(self, paused: bool) -> None:
+        self.commands.put(("pause", (paused,)))
 
-    def change_rate(self, g: int, factor: float) -> str:
-        group = self.run.groups[g]
-        if self.stop_at is not None or self.start_s is None:
-            return "+/-: the producers are not running"
-        if not ROLES[group.role].produces:
-            return f"+/-: {group.name} is a {group.role}; its rate is what arrives"
-        if not self.rates[g]:
-            return f"+/-: {group.name} runs unthrottled (no -rt or --rate): there is no " \
-                   "rate to change"
-        self.rates[g] *= factor
+    def _set_rate(self, g: int, factor: float) -> None:
         self.commands.put(("set_rate", (g, self.rates[g])))
-        threads = group.threads * group.processes + self.added[g]
-        return f"{group.name}: rate {self.rates[g]:,.1f}/s per thread, " \
-               f"{self.rates[g] * threads:,.1f}/s for the group"
+
+    def _threads(self, g: int) -> int:
+        group = self.run.groups[g]
+        return group.threads * group.processes + self.added[g]
 
     def add_thread(self, g: int) -> str:
         group = self.run.groups[g]
@@ -332,13 +384,11 @@ class Controller:
     def _begin(self) -> RunWriter:
         """Start every cell on a common clock a little in the future."""
         run = self.run
-        start_ns = self.start_ns = epoch_ns() + int(START_MARGIN_S * 1e9)
+        start_ns = self.start_ns = self.start_at_ns or epoch_ns() + int(START_MARGIN_S * 1e9)
         self.start_s = start_ns / 1e9
         writer = RunWriter(self.run_dir, self.run_id, run.node, self.start_s)
         self.manifest.update(status="running", start=self.start_s,
-                             warmup_end=self.start_s + run.warmup,
-                             clock={"source": "monotonic_ns + epoch offset taken at start",
-                                    "reference_node": run.node, "offset_estimate_s": 0.0})
+                             warmup_end=self.start_s + run.warmup, clock=self.clock)
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
         self._broker_cpu()
         psutil.cpu_percent(None)
@@ -454,6 +504,8 @@ class Controller:
             expected = {p for p in processes if progress.finals.get(p, 1 << 62) >= index}
             if not flush and not expected <= reports.keys():
                 break
+            if self.forward is not None:
+                self.forward(index, list(reports.values()))
             first = min(reports.values(), key=lambda r: r.start_ns)
             start = first.start_ns / 1e9
             broker_cpu = self._broker_cpu()

@@ -163,9 +163,11 @@ def _cast(column: str, value: Any) -> Any:
     return str(value)
 
 
-def session(master: str = "local[*]", app: str = "harness merge") -> Any:
-    """An embedded Spark for `harness merge`: no UI, loopback networking, and its log in
-    <tmp>/harness-spark.log instead of the console."""
+def session(master: str = "local[*]", app: str = "harness merge",
+            conf: dict[str, str] | None = None) -> Any:
+    """An embedded Spark for `harness merge` (and a distributed run's driver): no UI,
+    loopback networking unless told otherwise, and its log in <tmp>/harness-spark.log
+    instead of the console. conf: further Spark settings, which win."""
     import os
     import sys
     import tempfile
@@ -175,6 +177,8 @@ def session(master: str = "local[*]", app: str = "harness merge") -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.sql.session.timeZone": "UTC", **(conf or {})}
     # The JVM inherits this process's stderr when it starts: point it at a log file for that
     # moment, so that Spark's start-up chatter and later log lines stay out of the console.
     log_path = os.path.join(tempfile.gettempdir(), "harness-spark.log")
@@ -182,11 +186,10 @@ def session(master: str = "local[*]", app: str = "harness merge") -> Any:
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.dup2(log_fd, 2)
-        spark = (SparkSession.builder.master(master).appName(app)
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.session.timeZone", "UTC")
-                 .getOrCreate())
+        builder = SparkSession.builder.master(master).appName(app)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
     finally:
         os.dup2(saved, 2)
         os.close(saved)

@@ -11,6 +11,7 @@ from rich.table import Table
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
+    MACHINE_CPU_LIMIT,
     cost_cells,
     headline_metric,
     metric_label,
@@ -57,6 +58,25 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
         if view.broker_cpu is not None:
             text += f" broker={view.broker_cpu:.0f}%"
         lines.append(text + phase)
+    lines.extend(node_lines(view))
+    return lines
+
+
+def node_lines(view: IntervalView) -> list[str]:
+    """A distributed run's nodes, one line each, so that a slow or client-bound one stands
+    out beside the merged groups."""
+    lines: list[str] = []
+    if not view.length:
+        return lines
+    for node, part in view.nodes.items():
+        if view.phase == "drain" and not any(part.counts.values()):
+            continue
+        rates = " ".join(f"{name} {count / view.length:.1f}/s"
+                         for name, count in part.counts.items())
+        text = f"{'':>8} node {node}: {rates} err={part.errors} cpu={part.cpu:.0f}%"
+        if part.cpu > CLIENT_CPU_LIMIT:
+            text += " (client may be the bottleneck)"
+        lines.append(text)
     return lines
 
 
@@ -107,7 +127,9 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
     if "cores" in cpu:
         line += f"; the achieved rates needed {cpu['cores']:.2f} client cores"
     if cpu["bottleneck"]:
-        line += f" - above {cpu['limit']:.0f}%: the client may be the bottleneck"
+        line += f" - above {cpu['limit']:.0f}%" if cpu["max"] > cpu["limit"] else \
+            f" - the client machine above {MACHINE_CPU_LIMIT:.0f}%"
+        line += ": the client may be the bottleneck"
     console.print(line, highlight=False, style="bold red" if cpu["bottleneck"] else None)
     if cpu.get("machine_max") is not None:
         console.print(f"client machine cpu: max {cpu['machine_max']:.0f}% of all cores",

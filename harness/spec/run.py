@@ -34,6 +34,9 @@ class RunSpec:
     loopback_delay: float = 0.0  # ms added to every message by the simulated broker
     run_id: str | None = None  # shared by the nodes of one multi-node run; None: a new one
     seed: int = 0  # the Poisson arrivals' seed
+    # The nodes that run every group at once (a distributed run): a consumer on a real broker
+    # shares its destination with the other nodes' consumers and producers.
+    nodes: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

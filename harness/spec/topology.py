@@ -49,7 +49,8 @@ def endpoints(run: RunSpec) -> dict[tuple[str, str, str], Endpoint]:
         elif group.role in CONSUMERS:
             point.consumers.append(i)
             if key[1] == "topic":
-                point.copies += group.threads * group.processes
+                point.copies += group.threads * group.processes * \
+                    (1 if group.embedded else run.nodes)
     for point in out.values():
         if point.kind != "topic":
             point.copies = 1
@@ -70,9 +71,10 @@ def exclusive_consumers(run: RunSpec, cell: Collection[int]) -> dict[int, bool]:
     out = {}
     for point in endpoints(run).values():
         consumers = [i for i in point.groups if pure_consumer(i)]
-        # The embedded broker is per process: only this cell's consumers compete there.
+        # The embedded broker is per process: only this cell's consumers compete there. On
+        # a real broker, every node's copies of the group compete.
         competing = sum(run.groups[i].threads * (1 if run.groups[i].embedded
-                                                 else run.groups[i].processes)
+                                                 else run.groups[i].processes * run.nodes)
                         for i in consumers if i in cell or not run.groups[i].embedded)
         for i in consumers:
             group = run.groups[i]

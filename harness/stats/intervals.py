@@ -57,6 +57,15 @@ class GroupInterval:
 
 
 @dataclass
+class NodeInterval:
+    """One node's share of an interval: enough to see a slow or client-bound node."""
+
+    counts: dict[str, int]  # per group, what its role counts (sent or received)
+    errors: int
+    cpu: float  # highest CPU% (of one core) among the node's processes
+
+
+@dataclass
 class IntervalView:
     index: int
     start: float
@@ -66,6 +75,8 @@ class IntervalView:
     cpu_max: float
     broker_cpu: float | None = None
     machine_cpu: float | None = None  # % of all the client machine's cores
+    # Where the reports came from more than one node: each node's share.
+    nodes: dict[str, NodeInterval] = field(default_factory=dict)
 
 
 def view_phase(reports: list[IntervalReport]) -> str:
@@ -153,6 +164,16 @@ class RunStats:
                 totals.cpu.append(cpu)
         phase = view_phase(reports)
         cpu_max = max((r.cpu for r in reports), default=0.0)
+        nodes: dict[str, NodeInterval] = {}
+        if len({r.node for r in reports}) > 1:
+            for report in reports:
+                node = nodes.setdefault(report.node, NodeInterval(
+                    {t.spec.name: 0 for t in self.groups}, 0, 0.0))
+                node.cpu = max(node.cpu, report.cpu)
+                for g, part in report.groups.items():
+                    totals = self.groups[g]
+                    node.counts[totals.spec.name] += totals.count(part.counters)
+                    node.errors += part.counters["errors"]
         if phase == "measure":
             self.cpu.append(cpu_max)
             if broker_cpu is not None:
@@ -161,7 +182,7 @@ class RunStats:
                 self.machine_cpu.append(machine_cpu)
         self.intervals += 1
         return IntervalView(index, start, length, phase, views, cpu_max, broker_cpu,
-                            machine_cpu)
+                            machine_cpu, dict(sorted(nodes.items())))
 
     def measured_seconds(self) -> float:
         """The measured span; of the longest, where nodes measured different spans."""

@@ -1,0 +1,137 @@
+"""The Spark side of a distributed run: the session, the task slots a barrier stage needs,
+and the harness package shipped to the executors."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+
+
+@dataclass
+class ClusterSpec:
+    master: str
+    nodes: int
+    driver_host: str | None = None  # where executors reach the driver's listener
+    conf: dict[str, str] = field(default_factory=dict)  # further Spark settings
+    ship: bool = True  # send this harness to the executors as a zip (--py-files)
+    wait: float = 60.0  # seconds to wait for the executors' task slots
+
+    @property
+    def local(self) -> bool:
+        """The executors run on this machine: everything talks over loopback."""
+        return self.master.startswith("local")
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput("--spark-conf", f"{item!r}: give KEY=VALUE, e.g. "
+                           "spark.executor.memory=2g")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def validate_cluster(cluster: ClusterSpec) -> None:
+    if cluster.nodes < 1:
+        raise BadInput("--nodes", f"must be at least 1, got {cluster.nodes}")
+    if not cluster.master.strip():
+        raise BadInput("--cluster", "give a Spark master: local-cluster[2,1,1024], "
+                       "spark://host:7077, yarn, k8s://...")
+    if cluster.wait <= 0:
+        raise BadInput("--cluster-wait", f"must be > 0, got {cluster.wait:g}")
+    # A local cluster's slots are known before Spark starts: workers x cores.
+    fixed = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]",
+                         cluster.master.strip())
+    if fixed and int(fixed[1]) * int(fixed[2]) < cluster.nodes:
+        raise BadInput("--nodes", f"{cluster.nodes} nodes need {cluster.nodes} task slots at "
+                       f"once (a barrier stage); {cluster.master} has "
+                       f"{int(fixed[1]) * int(fixed[2])}")
+
+
+def spark_conf(cluster: ClusterSpec, drain: float) -> dict[str, str]:
+    conf = {
+        # A barrier stage needs every slot at once and is refused under dynamic allocation;
+        # the slots are checked before the stage, so Spark need not re-check for minutes.
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+        # A node stopping gracefully (producers stop, consumers drain) is not killed under it.
+        "spark.python.task.killTimeout": f"{int(drain) + 30}s",
+        "spark.task.maxFailures": "1",
+    }
+    if cluster.local:
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    conf.update(cluster.conf)
+    return conf
+
+
+def free_slots(spark: Any) -> int:
+    """Tasks the cluster can run at once now: what a barrier stage of N tasks needs N of.
+    Spark's own check, reached through its JVM (no Python API gives it)."""
+    sc = spark.sparkContext._jsc.sc()
+    try:
+        return int(sc.maxNumConcurrentTasks(sc.resourceProfileManager()
+                                            .defaultResourceProfile()))
+    except Exception:  # another Spark version: count the executors' cores instead
+        executors = max(sc.getExecutorMemoryStatus().size() - 1, 0)
+        cores = int(spark.sparkContext.getConf().get("spark.executor.cores", "1"))
+        return executors * cores
+
+
+def wait_for_slots(spark: Any, cluster: ClusterSpec, say: Callable[[str], None]) -> int:
+    """Executors register a little after the session starts: wait for enough slots, or fail
+    with how many there are."""
+    deadline = time.monotonic() + cluster.wait
+    last = -1
+    while True:
+        slots = free_slots(spark)
+        if slots >= cluster.nodes:
+            return slots
+        if time.monotonic() >= deadline:
+            raise BadInput("--nodes", f"{cluster.nodes} nodes need {cluster.nodes} free task "
+                           f"slots at once (a barrier stage), and {cluster.master} has "
+                           f"{slots} after {cluster.wait:g} s")
+        if slots != last:
+            say(f"waiting for task slots: {slots} of {cluster.nodes}")
+            last = slots
+        time.sleep(0.25)
+
+
+def package_zip() -> Path:
+    """This harness as a zip for the executors' Python path: the package with its transports
+    (installed as harness.transports), and every data file inside."""
+    import harness
+    import harness.transports
+
+    target = Path(tempfile.mkdtemp(prefix="harness-ship-")) / "harness.zip"
+    roots = [(Path(harness.__path__[0]), "harness"),
+             (Path(harness.transports.__path__[0]), "harness/transports")]
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for root, prefix in roots:
+            for path in sorted(root.rglob("*")):
+                relative = path.relative_to(root)
+                if path.is_dir() or "__pycache__" in relative.parts:
+                    continue
+                if prefix == "harness" and relative.parts[0] == "transports":
+                    continue  # from its own root, which may lie elsewhere (an editable install)
+                archive.write(path, f"{prefix}/{relative.as_posix()}")
+    return target
+
+
+def driver_address(spark: Any, cluster: ClusterSpec) -> str:
+    if cluster.driver_host:
+        return cluster.driver_host
+    if cluster.local:
+        return "127.0.0.1"
+    return spark.sparkContext.getConf().get("spark.driver.host") or os.uname().nodename

@@ -1,0 +1,201 @@
+"""Distributed runs on real Spark executors: `local-cluster[2,1,1024]` starts two executor JVMs
+from the pip-installed pyspark, and every node is one task of a barrier stage on them."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from hdrh.histogram import HdrHistogram
+
+from tests.conftest import env, harness_command, read_jsonl
+from tests.test_profiles import tiny_sweep
+
+MASTER = "local-cluster[2,1,1024]"
+CLUSTER = ["--cluster", MASTER, "--nodes", "2", "--no-ui"]
+
+
+def node_dirs(run_dir: Path) -> list[Path]:
+    return sorted(p for p in (run_dir / "nodes").iterdir() if p.is_dir())
+
+
+def measured_histogram(rows: list[dict], tag: str) -> HdrHistogram:
+    total = HdrHistogram(1, 3_600_000_000, 3)
+    for row in rows:
+        if row["type"] == "histogram" and row["tag"] == tag and row["phase"] != "warmup":
+            total.decode_and_add(row["hist"])
+    return total
+
+
+def test_two_nodes_run_a_loopback_job_and_merge_exactly(harness):
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "--rate", "2000",
+                     "-g", "-m loopback.Receiver -d Q", "-sw", "1", "-rl", "4", "-ss", "1",
+                     *CLUSTER, timeout=300)
+    assert result.code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    nodes = node_dirs(result.run_dir)
+    assert len(nodes) == 2
+    manifests = [json.loads((n / "manifest.json").read_text()) for n in nodes]
+    # Separate tasks named by host and rank, separate executor processes.
+    assert sorted(m["node"][-6:] for m in manifests) == ["-task0", "-task1"]
+    assert all(m["status"] == "complete" for m in manifests)
+    # The group's --rate is divided across the nodes.
+    assert [g["rate"] for m in manifests for g in m["options"]["groups"]
+            if g["name"] == "sender"] == [1000.0, 1000.0]
+    # Offsets measured against the driver and recorded; one start, in the driver's clock.
+    clocks = [m["clock"] for m in manifests]
+    assert all(c["reference_node"] == "driver" and c["round_trip_s"] > 0 for c in clocks)
+    starts = [m["start"] + c["offset_estimate_s"] for m, c in zip(manifests, clocks, strict=True)]
+    assert abs(starts[0] - starts[1]) < 0.05
+    # Each node's first messages went out on time: it began its schedule at that start.
+    for n in nodes:
+        first = [r for r in read_jsonl(n / "intervals.jsonl")
+                 if r["type"] == "histogram" and r["tag"] == "sender.delay"
+                 and r["interval"] == 0]
+        assert first and max(r["max"] for r in first) < 50_000
+    # The merged run holds every node's messages, histograms added value for value.
+    merged_rows = result.records()
+    node_rows = [r for n in nodes for r in read_jsonl(n / "intervals.jsonl")]
+    for tag in ("receiver.latency", "sender.service"):
+        merged, summed = measured_histogram(merged_rows, tag), measured_histogram(node_rows,
+                                                                                   tag)
+        assert merged.get_total_count() == summed.get_total_count() > 0
+        for q in (50, 90, 99, 99.9, 100):
+            assert merged.get_value_at_percentile(q) == summed.get_value_at_percentile(q)
+    sent = [json.loads((n / "summary.json").read_text())["groups"]["sender"]["sent"]
+            for n in nodes]
+    summary = result.summary
+    assert summary["groups"]["sender"]["sent"] == sum(sent) > 0
+    assert summary["groups"]["receiver"]["received"] == sum(sent)
+    assert summary["groups"]["sender"]["rate"] == sum(
+        json.loads((n / "summary.json").read_text())["groups"]["sender"]["rate"] for n in nodes)
+    # Live: the driver showed every interval merged, with a line per node.
+    assert result.stdout.count("node ") >= 2 * 3
+    assert "clock offset" in result.stdout
+
+
+def test_two_nodes_share_a_real_brokers_queue(harness, brokers):
+    """Receivers on two nodes compete for one ActiveMQ queue that senders on both fill: each
+    node sees the other's producers, and nothing is lost or counted twice."""
+    queue = f"dist.{time.time_ns()}"
+    stomp = ["--port", "61613", "--flavour", "activemq"]
+    result = harness("run", "-m", "stomp.Sender", "-d", queue, "-rt", "200", *stomp,
+                     "-g", " ".join(["-m stomp.Receiver -d", queue, *stomp]),
+                     "-rl", "3", "-ss", "1", "--drain", "5", *CLUSTER, timeout=300)
+    assert result.code == 0, result.stderr
+    groups = result.summary["groups"]
+    assert groups["sender"]["sent"] > 0
+    assert groups["receiver"]["received"] == groups["sender"]["sent"]
+    assert groups["receiver"]["lost"] == groups["receiver"]["duplicated"] == 0
+
+
+def test_a_node_that_cannot_reach_the_broker_fails_the_run_with_its_own_line(harness):
+    result = harness("run", "-m", "stomp.Sender", "-d", "Q", "--port", "1", "-rt", "10",
+                     "-rl", "2", *CLUSTER, timeout=300)
+    assert result.code == 1
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("harness: error")]
+    assert len(lines) == 1
+    assert "node " in lines[0] and "-task0: " in lines[0] and "-task1: " in lines[0]
+    assert "127.0.0.1:1" in lines[0]
+
+
+def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(tmp_path):
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(harness_command(
+        "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "500", "-g",
+        "-m loopback.Receiver -d Q", "-ss", "1", *CLUSTER, "-o", str(out)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    assert proc.stdout is not None
+    seen = 0
+    for line in proc.stdout:  # two intervals from both nodes, then Ctrl-C
+        seen += "node " in line and "sender" in line
+        if seen >= 4:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    (run_dir,) = out.iterdir()
+    for node in node_dirs(run_dir):
+        manifest = json.loads((node / "manifest.json").read_text())
+        assert manifest["status"] == "complete" and manifest["stopped_by"] == "interrupt"
+        rows = read_jsonl(node / "intervals.jsonl")
+        assert any(r["phase"] == "drain" for r in rows)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    groups = summary["groups"]
+    assert groups["receiver"]["received"] == groups["sender"]["sent"] > 0
+    assert "Summary" in rest
+
+
+def test_an_executor_killed_mid_run_is_reported_and_the_other_node_stops_gracefully(tmp_path):
+    import psutil
+
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(harness_command(
+        "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "500", "-g",
+        "-m loopback.Receiver -d Q", "-ss", "1", "-rl", "60", *CLUSTER, "-o", str(out)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    assert proc.stdout is not None
+    seen = 0
+    for line in proc.stdout:
+        seen += "node " in line and "sender" in line
+        if seen >= 4:
+            break
+    executors = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                 if "CoarseGrainedExecutorBackend" in command_line(p)]
+    assert len(executors) == 2
+    executors[0].kill()
+    rest, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    lost = [line for line in err.splitlines() if "lost" in line and "node " in line]
+    assert len(lost) == 1 and "s into the run" in lost[0]
+    (run_dir,) = out.iterdir()
+    manifests = [json.loads((n / "manifest.json").read_text()) for n in node_dirs(run_dir)]
+    assert sorted(m["status"] for m in manifests) == ["complete", "running"]
+    for node in node_dirs(run_dir):
+        read_jsonl(node / "intervals.jsonl")  # whole lines only, even the lost node's
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] is False and len(summary["nodes_lost"]) == 1
+    assert "Summary" in rest
+
+
+def command_line(process) -> str:
+    """A child that has already exited (Spark's short-lived helpers) has no command line."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def test_bad_cluster_input_is_refused_in_one_line_before_spark_starts(harness):
+    for flags, where in ((["--nodes", "3"], "--nodes"), (["--spark-conf", "memory"],
+                                                        "--spark-conf"),
+                         (["--nodes", "0"], "--nodes")):
+        result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rl", "1", "--no-ui",
+                         "--cluster", MASTER, *flags, timeout=60)
+        assert result.code == 2
+        assert result.stderr.startswith(f"harness: error: {where}: "), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert "starting Spark" not in result.stdout
+
+
+def test_a_sweep_on_a_cluster_runs_each_point_on_every_node(harness, tmp_path):
+    path = tiny_sweep(tmp_path)
+    done = harness("run", str(path), *CLUSTER, output=False, timeout=400)
+    assert done.code == 0, done.stderr
+    (root,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    points = sorted(p for p in root.iterdir() if p.is_dir())
+    assert len(points) == 2
+    # Each point is one distributed run: both nodes' directories, merged.
+    assert all(len(node_dirs(p)) == 2 for p in points)
+    dispatched = [json.loads((p / "summary.json").read_text())["throughput"]["dispatched"]
+                  for p in points]
+    # 300/s per publisher thread, on each of two nodes, to one then two subscribers.
+    assert [round(d) for d in dispatched] == [600, 1200]
