@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -103,11 +105,11 @@ def test_a_node_that_cannot_reach_the_broker_fails_the_run_with_its_own_line(har
     assert "127.0.0.1:1" in lines[0]
 
 
-def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(tmp_path):
-    out = tmp_path / "runs"
+def interrupted_run(tmp_path: Path, output: str, *flags: str) -> subprocess.Popen:
+    """A run on two nodes, once both have shown two intervals."""
     proc = subprocess.Popen(harness_command(
         "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "500", "-g",
-        "-m loopback.Receiver -d Q", "-ss", "1", *CLUSTER, "-o", str(out)),
+        "-m loopback.Receiver -d Q", "-ss", "1", *CLUSTER, "-o", output, *flags),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
     assert proc.stdout is not None
     seen = 0
@@ -115,11 +117,20 @@ def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(tmp_path):
         seen += "node " in line and "sender" in line
         if seen >= 4:
             break
+    return proc
+
+
+def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(harness, tmp_path):
+    """The output is a Hadoop file system's URI: the nodes' files travel back with the tasks'
+    results and the merged run is copied there whole."""
+    out = tmp_path / "runs"
+    proc = interrupted_run(tmp_path, f"file://{out}")
     proc.send_signal(signal.SIGINT)
     rest, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     (run_dir,) = out.iterdir()
+    assert f"copied to file://{out}/{run_dir.name}" in rest
     for node in node_dirs(run_dir):
         manifest = json.loads((node / "manifest.json").read_text())
         assert manifest["status"] == "complete" and manifest["stopped_by"] == "interrupt"
@@ -129,6 +140,33 @@ def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(tmp_path):
     groups = summary["groups"]
     assert groups["receiver"]["received"] == groups["sender"]["sent"] > 0
     assert "Summary" in rest
+    assert not list(Path(tempfile.gettempdir()).glob(f"harness-run-*/*{run_dir.name[16:]}"))
+    shown = harness("view", str(run_dir), "--no-ui", output=False)
+    assert shown.code == 0, shown.stderr
+    assert f"expected {groups['sender']['sent']}, received" in shown.stdout
+
+
+def test_a_second_ctrl_c_cancels_the_spark_job_and_what_was_written_still_parses(tmp_path):
+    out = tmp_path / "runs"
+    # A broker slower than the senders: the first Ctrl-C leaves a backlog of over a thousand
+    # messages to drain at 100/s, and the second comes while the nodes drain it.
+    proc = interrupted_run(tmp_path, str(out), "--drain", "60", "--loopback-capacity", "100")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "cancelling the Spark job" in err
+    (run_dir,) = out.iterdir()
+    nodes = node_dirs(run_dir)
+    assert len(nodes) == 2
+    for node in nodes:
+        json.loads((node / "manifest.json").read_text())
+        assert read_jsonl(node / "intervals.jsonl")  # whole lines only
+    # Merged all the same, and the backlog was left where the drain was cut short.
+    groups = json.loads((run_dir / "summary.json").read_text())["groups"]
+    assert 0 < groups["receiver"]["received"] < groups["sender"]["sent"]
 
 
 def test_an_executor_killed_mid_run_is_reported_and_the_other_node_stops_gracefully(tmp_path):
@@ -184,11 +222,24 @@ def test_bad_cluster_input_is_refused_in_one_line_before_spark_starts(harness):
         assert result.stderr.startswith(f"harness: error: {where}: "), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
         assert "starting Spark" not in result.stdout
+    alone = harness("run", "-m", "loopback.Sender", "-d", "Q", "--nodes", "2", timeout=60)
+    assert alone.code == 2 and alone.stderr.startswith("harness: error: --nodes: only with "
+                                                       "--cluster")
 
 
-def test_a_sweep_on_a_cluster_runs_each_point_on_every_node(harness, tmp_path):
+def test_a_sweep_with_a_cluster_block_runs_each_point_on_every_node(harness, tmp_path):
     path = tiny_sweep(tmp_path)
-    done = harness("run", str(path), *CLUSTER, output=False, timeout=400)
+    runs = tmp_path / "runs"
+    # The profile's cluster: block gives the master, the nodes and the output.
+    path.write_text(path.read_text().replace(f", output: {runs}", "") + textwrap.dedent(f"""\
+        cluster:
+          master: {MASTER}
+          nodes: 1
+          executor-memory: 512m
+          output: {runs}
+        """))
+    done = harness("run", str(path), "--set", "cluster.nodes=2", "--no-ui", output=False,
+                   timeout=400)
     assert done.code == 0, done.stderr
     (root,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     points = sorted(p for p in root.iterdir() if p.is_dir())

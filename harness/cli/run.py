@@ -61,10 +61,10 @@ def run(
         "--cluster", help="Run on a Spark cluster: its master, e.g. local-cluster[2,1,1024], "
         "spark://host:7077, yarn, k8s://https://host:443. Every node runs every group.",
         rich_help_panel=PANELS["cluster"], show_default=False)] = None,
-    nodes: Annotated[int, typer.Option(
+    nodes: Annotated[int | None, typer.Option(
         "--nodes", help="With --cluster: client nodes (tasks of one barrier stage). --rate is "
-        "divided across them; -rt and -mg hold on every node's threads.",
-        rich_help_panel=PANELS["cluster"])] = 2,
+        "divided across them; -rt and -mg hold on every node's threads.  [default: 2]",
+        rich_help_panel=PANELS["cluster"], show_default=False)] = None,
     driver_host: Annotated[str | None, typer.Option(
         "--driver-host", help="With --cluster: the address executors reach this machine at "
         "(default: Spark's spark.driver.host; 127.0.0.1 for local masters).",
@@ -72,9 +72,9 @@ def run(
     spark_conf: Annotated[list[str] | None, typer.Option(
         "--spark-conf", help="With --cluster: a Spark setting KEY=VALUE, e.g. "
         "spark.executor.memory=2g (repeatable).", rich_help_panel=PANELS["cluster"])] = None,
-    cluster_wait: Annotated[float, typer.Option(
-        "--cluster-wait", help="With --cluster: seconds to wait for the executors' task slots.",
-        rich_help_panel=PANELS["cluster"])] = 60.0,
+    cluster_wait: Annotated[float | None, typer.Option(
+        "--cluster-wait", help="With --cluster: seconds to wait for the executors' task slots."
+        "  [default: 60]", rich_help_panel=PANELS["cluster"], show_default=False)] = None,
     ship: Annotated[bool, typer.Option(
         "--ship/--no-ship", help="With --cluster: send this harness to the executors as a zip "
         "(their Python must have its dependencies).", rich_help_panel=PANELS["cluster"])] = True,
@@ -88,9 +88,16 @@ def run(
     on_cluster = None
     if cluster is not None:
         from harness.distributed.cluster import ClusterSpec, parse_conf, validate_cluster
-        on_cluster = ClusterSpec(cluster, nodes, driver_host, parse_conf(spark_conf or []),
-                                 ship, cluster_wait)
+        on_cluster = ClusterSpec(cluster, 2 if nodes is None else nodes, driver_host,
+                                 parse_conf(spark_conf or []), ship,
+                                 60.0 if cluster_wait is None else cluster_wait)
         validate_cluster(on_cluster)
+    else:
+        for flag, value in (("--nodes", nodes), ("--driver-host", driver_host),
+                            ("--spark-conf", spark_conf), ("--cluster-wait", cluster_wait)):
+            if value is not None:
+                raise BadInput(flag, "only with --cluster MASTER (a profile's cluster: block "
+                               "takes --set cluster.<key>=VALUE)")
     if profile is not None:
         for option in table().values():
             if option.key in given and given[option.key] != option.default:
@@ -148,6 +155,9 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
             console.print(line, markup=False)
 
     controller: Any
+    if cluster is None and "://" in spec.output:
+        raise BadInput("-o", f"{spec.output!r}: a file system URI needs --cluster (a "
+                       "distributed run copies its directory there); give a local directory")
     if cluster is not None:
         from harness.distributed.driver import DistributedRun
         from harness.distributed.split import given_lines
@@ -171,22 +181,28 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
     else:
         console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
         result = controller.execute()
-    print_summary(console, result.summary, str(result.run_dir))
+    print_summary(console, result.summary,
+                  controller.location if cluster is not None else str(result.run_dir))
     return result
 
 
 def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None) -> int:
-    """A profile's runs; with a cluster, each run (a point of a sweep, a probe of a search)
-    is one distributed run."""
+    """A profile's runs; with a cluster (--cluster, else the profile's cluster: block), each
+    run (a point of a sweep, a probe of a search) is one distributed run."""
     from harness.experiments.experiment import Experiment
     from harness.experiments.profile import load
 
     profile = load(path, overrides)
+    cluster = cluster or profile.cluster
     if profile.points[0].scenario is not None:
         from harness.experiments.scenarios.experiment import run_profile as run_scenario
         return run_scenario(profile, lambda spec: execute(spec, ui, cluster), console)
     if len(profile.points) == 1 and profile.search is None:
         return execute(profile.points[0].run, ui, cluster).exit_code
+    if "://" in profile.points[0].run.output:
+        raise BadInput("output", f"{profile.points[0].run.output!r}: a profile's runs and "
+                       "results table are written under a local directory; copy it to a "
+                       "Hadoop file system afterwards")
     what = f"a search over {profile.search.field}" if profile.search else \
         f"{len(profile.points)} runs"
     console.print(f"profile {profile.name}: {what}", markup=False)

@@ -31,6 +31,51 @@ class ClusterSpec:
         return self.master.startswith("local")
 
 
+# A profile's cluster: block, in the long flags' words; executor-* are Spark's own settings.
+CLUSTER_KEYS = ("master", "nodes", "driver-host", "spark-conf", "executor-memory",
+                "executor-cores", "wait", "ship", "output")
+# Where validate_cluster's flags are in a cluster: block.
+BLOCK_KEY = {"--cluster": "master", "--nodes": "nodes", "--cluster-wait": "wait",
+             "--driver-host": "driver-host", "--spark-conf": "spark-conf"}
+
+
+def cluster_from(block: dict[str, Any]) -> ClusterSpec:
+    """A profile's cluster: block as a ClusterSpec; BadInput names the block's key."""
+    def number(key: str, kind: type, default: Any) -> Any:
+        value = block.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or \
+                (kind is int and value != int(value)):
+            what = "a whole number" if kind is int else "a number"
+            raise BadInput(key, f"{value!r} is not {what}")
+        return kind(value)
+
+    master = block.get("master")
+    if not isinstance(master, str) or not master.strip():
+        raise BadInput("master", "give the Spark master: local-cluster[2,1,1024], "
+                       "spark://host:7077, yarn, k8s://...")
+    conf = block.get("spark-conf") or {}
+    if not isinstance(conf, dict):
+        raise BadInput("spark-conf", "a mapping of Spark settings, e.g. "
+                       "spark.executor.memory: 2g")
+    conf = {str(k): str(v) for k, v in conf.items()}
+    for key, setting in (("executor-memory", "spark.executor.memory"),
+                         ("executor-cores", "spark.executor.cores")):
+        if key in block:
+            conf[setting] = str(block[key])
+    ship = block.get("ship", True)
+    if not isinstance(ship, bool):
+        raise BadInput("ship", f"{ship!r} is not true or false")
+    host = block.get("driver-host")
+    cluster = ClusterSpec(master.strip(), number("nodes", int, 2),
+                          None if host is None else str(host), conf, ship,
+                          number("wait", float, 60.0))
+    try:
+        validate_cluster(cluster)
+    except BadInput as exc:
+        raise BadInput(BLOCK_KEY.get(exc.where, exc.where), exc.problem) from None
+    return cluster
+
+
 def parse_conf(items: list[str]) -> dict[str, str]:
     conf = {}
     for item in items:

@@ -16,7 +16,9 @@ import functools
 import queue
 import re
 import secrets
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -38,7 +40,7 @@ from harness.distributed.node import NodePayload, node_main
 from harness.distributed.split import node_spec
 from harness.distributed.wire import Link, report_from_wire
 from harness.engine.runner import LiveControls, RunResult, Signals
-from harness.errors import BadInput, StartFailure
+from harness.errors import StartFailure
 from harness.merge.spark import MergeError, merge, session
 from harness.rundir.writer import make_run_dir, write_json_atomic
 from harness.spec.roles import metrics_for
@@ -74,11 +76,6 @@ class DistributedRun(LiveControls):
     def __init__(self, run: RunSpec, cluster: ClusterSpec,
                  on_interval: Callable[[IntervalView], None], on_log: Callable[[str], None],
                  say: Callable[[str], None] = print) -> None:
-        if "://" in run.output:
-            raise BadInput("-o", f"{run.output!r}: a distributed run writes under a directory of "
-                           "this machine (the nodes' files come back to it); copy it to a "
-                           "Hadoop file system afterwards, or merge from there with harness "
-                           "merge")
         self.run = run
         self.cluster = cluster
         run.nodes = cluster.nodes
@@ -87,7 +84,13 @@ class DistributedRun(LiveControls):
         self.say = say
         self.run_id = run.run_id or uuid.uuid4().hex[:12]
         self.started = time.time()
-        self.run_dir = make_run_dir(run.output, run.name, self.started)
+        # A Hadoop file system's URI (hdfs://, s3a://, file://): the run is put together in a
+        # directory of this machine and copied there whole at the end.
+        self.target = run.output if "://" in run.output else None
+        staging = tempfile.mkdtemp(prefix="harness-run-") if self.target else run.output
+        self.run_dir = make_run_dir(staging, run.name, self.started)
+        self.location = f"{self.target.rstrip('/')}/{self.run_dir.name}" if self.target \
+            else str(self.run_dir)
         self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
         self.stats = RunStats(run, self.metrics)
         self.nodes: dict[int, _Node] = {}
@@ -130,8 +133,9 @@ class DistributedRun(LiveControls):
         self.listener = socket.create_server(("127.0.0.1" if cluster.local else "", 0))
         port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, name="node-listener", daemon=True).start()
+        # With a URI, the nodes' files come back with the tasks' results.
         payload = NodePayload(self.run, self.run_id, cluster.nodes, (host, port), self.token,
-                              str(self.run_dir.resolve()))
+                              self.location if self.target else str(self.run_dir.resolve()))
         self.job = threading.Thread(target=self._job, args=(payload,), name="spark-job",
                                     daemon=True)
         self.job.start()
@@ -359,8 +363,19 @@ class DistributedRun(LiveControls):
         # The run directory's summary.json reads as a single run's does, with the nodes'.
         (self.run_dir / ".summary.json.crc").unlink(missing_ok=True)
         write_json_atomic(self.run_dir / "summary.json", summary)
+        run_dir = self.run_dir
+        if self.target:
+            try:
+                copy_up(self.spark, self.run_dir, self.location)
+                shutil.rmtree(self.run_dir.parent, ignore_errors=True)
+                run_dir = Path(self.location)
+                self.say(f"copied to {self.location}")
+            except Exception as exc:  # the Hadoop file system's error, in its own words
+                self.on_log(f"cannot copy the run to {self.location} "
+                            f"({node_error(exc)}); it is in {self.run_dir}")
+                exit_code = exit_code or 1
         self.spark.stop()
-        return RunResult(self.run_dir, summary, exit_code, stopped_by)
+        return RunResult(run_dir, summary, exit_code, stopped_by)
 
     def _node_dirs(self) -> list[str]:
         """Every node's run directory as the driver sees it: where the node wrote it, if
@@ -400,6 +415,15 @@ class DistributedRun(LiveControls):
                 self._cancel()
                 self.job.join(10)
             self.spark.stop()
+
+
+def copy_up(spark: Any, local: Path, uri: str) -> None:
+    """A directory of this machine, whole, to a path of any Hadoop file system."""
+    jvm = spark.sparkContext._jvm
+    target = jvm.org.apache.hadoop.fs.Path(uri)
+    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(local.resolve())),
+                         target)
 
 
 def node_error(exc: BaseException) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from harness.distributed.cluster import CLUSTER_KEYS, ClusterSpec, cluster_from
 from harness.errors import BadInput
 from harness.spec.group import GroupSpec, group_spec, validate_group
 from harness.spec.options import by_flag, in_scope, table
@@ -32,7 +33,7 @@ from harness.units import parse_size
 PathKey = tuple[str | int, ...]
 
 TOP_KEYS = ("name", "description", "vars", "connections", "defaults", "groups", "run", "sweep",
-            "search", "settle", "results", "scenario")
+            "search", "settle", "results", "scenario", "cluster")
 SCENARIO_KEYS = ("topology", "base", "connection", "locations", "rates", "interactions",
                  "sizes", "search")
 BASE_SEARCH_KEYS = ("start", "factor", "max", "precision")
@@ -114,6 +115,7 @@ class Profile:
     rate: str  # results table's Message Rate: a choice of RATE_CHOICES or a group name
     latency: str | None  # the group whose latency the table shows; None: the first consumer
     base_search: dict[str, float] | None = None  # a scenario's BASE search
+    cluster: ClusterSpec | None = None  # every run on the nodes of this Spark cluster
 
 
 # -- reading YAML with line numbers ---------------------------------------------------------
@@ -332,6 +334,13 @@ class _Builder:
         except BadInput as exc:
             self._bad_input(exc, sources, ("run",))
             return None
+        output = (data.get("cluster") or {}).get("output") \
+            if isinstance(data.get("cluster"), dict) else None
+        if output is not None:
+            if "output" in values:
+                self.check.add(("cluster", "output"), "the output is given in run: too; give "
+                                                      "it once")
+            spec.output = str(output)
         if self.check.problems:
             return None  # the run as a whole is checked only once its parts are sound
         try:
@@ -433,11 +442,13 @@ def load(path: Path, overrides: list[str] | None = None) -> Profile:
     header = "\n".join(line[1:].strip() for line in
                        itertools.takewhile(lambda s: s.startswith("#"), text.splitlines()))
     results = data.get("results") or {}
+    cluster = cluster_from(data["cluster"]) if data.get("cluster") else None
     base_search = (data.get("scenario") or {}).get("search")
     return Profile(path, str(data.get("name") or path.stem), str(data.get("description") or ""),
                    header, points, _search(data.get("search")), _settle(data.get("settle")),
                    str(results.get("rate", "dispatched")), results.get("latency"),
-                   {k: float(v) for k, v in base_search.items()} if base_search else None)
+                   {k: float(v) for k, v in base_search.items()} if base_search else None,
+                   cluster)
 
 
 def _scenario_run(point: dict[str, Any], builder: _Builder,
@@ -551,6 +562,13 @@ def _check_sections(data: dict[str, Any], builder: _Builder, check: _Checker) ->
                     _resolve(data, name)
                 except ValueError as exc:
                     check.add(("sweep", key), str(exc))
+    cluster = data.get("cluster")
+    if cluster is not None and check.keys(cluster, ("cluster",), CLUSTER_KEYS):
+        try:
+            cluster_from(cluster)
+        except BadInput as exc:
+            check.add(("cluster", exc.where) if exc.where in cluster else ("cluster",),
+                      exc.problem)
     search = data.get("search")
     if search is not None and check.keys(search, ("search",), SEARCH_KEYS):
         _check_search(data, search, check)
