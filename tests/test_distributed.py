@@ -4,8 +4,11 @@ from the pip-installed pyspark, and every node is one task of a barrier stage on
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -13,7 +16,7 @@ from pathlib import Path
 
 from hdrh.histogram import HdrHistogram
 
-from tests.conftest import env, harness_command, read_jsonl
+from tests.conftest import ROOT, env, harness_command, read_jsonl
 from tests.test_profiles import tiny_sweep
 
 MASTER = "local-cluster[2,1,1024]"
@@ -250,3 +253,35 @@ def test_a_sweep_with_a_cluster_block_runs_each_point_on_every_node(harness, tmp
                   for p in points]
     # 300/s per publisher thread, on each of two nodes, to one then two subscribers.
     assert [round(d) for d in dispatched] == [600, 1200]
+
+
+def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tmp_path):
+    """A Master and a Worker started from the pip-installed pyspark; each node runs in an
+    executor the Worker launched, against Mosquitto."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    state = tmp_path / "spark"
+    script = ["bash", str(ROOT / "contrib" / "spark" / "standalone.sh")]
+    spark_env = {**os.environ, "HARNESS_SPARK_PORT": str(port), "HARNESS_SPARK_STATE": str(state),
+                 "PYTHON": sys.executable}
+    subprocess.run([*script, "start"], env=spark_env, check=True, timeout=120)
+    try:
+        topic = f"dist/{time.time_ns()}"
+        result = harness("run", "-m", "mqtt.Publisher", "-d", topic, "-rt", "100",
+                         "-g", f"-m mqtt.Subscriber -d {topic}", "-rl", "3", "-ss", "1",
+                         "--drain", "1", "--cluster", f"spark://127.0.0.1:{port}", "--nodes", "2",
+                         "--spark-conf", "spark.executor.cores=1",
+                         "--spark-conf", "spark.executor.memory=1g", "--no-ui", timeout=300)
+    finally:
+        subprocess.run([*script, "stop"], env=spark_env, check=True, timeout=60)
+    assert result.code == 0, result.stderr
+    # Two executors of the Worker's, one node in each.
+    (app,) = (state / "work").iterdir()
+    assert sorted(p.name for p in app.iterdir()) == ["0", "1"]
+    assert len(node_dirs(result.run_dir)) == 2
+    groups = result.summary["groups"]
+    # Each publisher's messages reach the subscribers of both nodes.
+    assert groups["publisher"]["sent"] > 0
+    assert groups["subscriber"]["received"] == 2 * groups["publisher"]["sent"]
+    assert groups["subscriber"]["lost"] == groups["subscriber"]["duplicated"] == 0
