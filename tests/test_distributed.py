@@ -133,7 +133,7 @@ def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(harness, tm
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     (run_dir,) = out.iterdir()
-    assert f"copied to file://{out}/{run_dir.name}" in rest
+    assert f"run directory: file://{out}/{run_dir.name}" in rest
     for node in node_dirs(run_dir):
         manifest = json.loads((node / "manifest.json").read_text())
         assert manifest["status"] == "complete" and manifest["stopped_by"] == "interrupt"
@@ -285,3 +285,69 @@ def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tm
     assert groups["publisher"]["sent"] > 0
     assert groups["subscriber"]["received"] == 2 * groups["publisher"]["sent"]
     assert groups["subscriber"]["lost"] == groups["subscriber"]["duplicated"] == 0
+
+
+def test_the_live_screen_shows_a_row_per_node_and_q_stops_every_node(tmp_path):
+    """The screen on a distributed run: its node rows hold what the nodes reported, + raises
+    the rate on every node, q stops them all gracefully."""
+    import asyncio
+
+    from textual.widgets import DataTable
+
+    from harness.distributed.cluster import ClusterSpec
+    from harness.distributed.driver import DistributedRun
+    from harness.screen.app import RunApp
+    from harness.screen.live import LiveFeed
+    from harness.spec.group import GroupSpec
+    from harness.spec.run import RunSpec, validate_run
+
+    run = RunSpec(groups=[GroupSpec("loopback.Sender", "Q", thread_rate=200),
+                          GroupSpec("loopback.Receiver", "Q")],
+                  interval=1.0, drain=2.0, output=str(tmp_path / "runs"), name="screen")
+    validate_run(run)
+    views = []
+    driver = DistributedRun(run, ClusterSpec(MASTER, 2), views.append, print,
+                            say=lambda line: None)
+    feed = LiveFeed(driver)
+    feed.on_interval = lambda view: (views.append(view), feed.views.append(view))
+    driver.on_interval = feed.on_interval
+    driver.prepare()
+    feed.start()
+    app = RunApp(feed)
+    rows: dict[str, list[str]] = {}
+    seen: list = []
+
+    async def main() -> None:
+        async with app.run_test(size=(160, 48)) as pilot:
+            deadline = time.monotonic() + 30
+            while len(feed.board.nodes) < 2 or feed.board.intervals < 2:
+                assert time.monotonic() < deadline, "no intervals from the nodes"
+                await pilot.pause(0.2)
+            await pilot.press("plus")
+            while feed.board.intervals < 5:
+                assert time.monotonic() < deadline, "the intervals stopped"
+                await pilot.pause(0.2)
+            await pilot.pause(0.5)  # one refresh after the last interval was folded in
+            seen.append(views[feed.board.intervals - 1])
+            table = app.query_one("#nodes", DataTable)
+            for key in table.rows:
+                rows[str(key.value)] = [str(cell) for cell in table.get_row(key)]
+            await pilot.press("q")
+            while app.return_code is None and time.monotonic() < deadline + 60:
+                await pilot.pause(0.2)
+
+    asyncio.run(main())
+    result = feed.outcome()
+    assert result.exit_code == 0
+    (last,) = seen
+    assert sorted(rows) == sorted(last.nodes) and len(rows) == 2
+    for name, part in last.nodes.items():
+        assert rows[name][:3] == [name, *(f"{part.counts[g] / last.length:,.1f}"
+                                          for g in ("sender", "receiver"))]
+    for node in node_dirs(result.run_dir):
+        manifest = json.loads((node / "manifest.json").read_text())
+        assert manifest["status"] == "complete" and manifest["stopped_by"] == "interrupt"
+        sent = [r["sent"] for r in read_jsonl(node / "intervals.jsonl")
+                if r["type"] == "counters" and r["group"] == "sender" and r["length"] == 1.0]
+        # + raised every node's rate by a tenth: 200 -> 220 a second.
+        assert sent[0] == 200 and 220 in sent[2:]

@@ -369,7 +369,6 @@ class DistributedRun(LiveControls):
                 copy_up(self.spark, self.run_dir, self.location)
                 shutil.rmtree(self.run_dir.parent, ignore_errors=True)
                 run_dir = Path(self.location)
-                self.say(f"copied to {self.location}")
             except Exception as exc:  # the Hadoop file system's error, in its own words
                 self.on_log(f"cannot copy the run to {self.location} "
                             f"({node_error(exc)}); it is in {self.run_dir}")

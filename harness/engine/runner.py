@@ -144,10 +144,16 @@ class Signals:
 
 
 class LiveControls(ABC):
-    """The p, + and - keys of the live screen, for a run on one machine or on many: what a
-    run does with them is its own (_pause, _set_rate), what they say is the same."""
+    """A run the live screen shows and steers, on one machine or on many. The p, + and -
+    keys: what a run does with them is its own (_pause, _set_rate), what they say is the
+    same."""
 
     run: RunSpec
+    run_id: str
+    run_dir: Path
+    metrics: dict[int, list[str]]  # each group's histogram metrics
+    on_interval: Callable[[IntervalView], None]
+    on_log: Callable[[str], None]
     rates: list[float]  # each group's rate per thread; 0 = unthrottled
     stop_at: float | None
     start_s: float | None
@@ -174,6 +180,22 @@ class LiveControls(ABC):
     @abstractmethod
     def _threads(self, g: int) -> int:
         """Group g's producing threads in all."""
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Everything up to the start: StartFailure if the run cannot start."""
+
+    @abstractmethod
+    def measure(self) -> RunResult:
+        """The run, from the start to its files; on the thread that shows it or not."""
+
+    @abstractmethod
+    def request_stop(self) -> None:
+        """The first request stops gracefully, the second at once."""
+
+    @abstractmethod
+    def add_thread(self, g: int) -> str:
+        """The t key: one more thread for group g, or why not."""
 
     def toggle_pause(self) -> str:
         if self.stop_at is not None or self.start_s is None:

@@ -1,5 +1,6 @@
-"""The Textual screen for a run, live or replayed: a header, one row per worker group, the
-selected group's percentiles, rate sparkline and percentile distribution, CPU, and a log.
+"""The Textual screen for a run, live or replayed: a header, one row per worker group (and
+for a distributed run one per node), the selected group's percentiles, rate sparkline and
+percentile distribution, CPU, and a log.
 
 The screen reads its feed on a timer at most four times a second; it never touches the
 workers' message path.
@@ -93,6 +94,7 @@ class RunApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="top")
         yield DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="nodes", cursor_type="none", zebra_stripes=True)
         with Horizontal(id="detail"):
             with Vertical(id="left"):
                 yield Static(id="percentiles")
@@ -109,6 +111,12 @@ class RunApp(App[None]):
             table.add_column(label, key=key)
         for name in self.feed.board.groups:
             table.add_row(*([""] * len(COLUMNS)), key=name)
+        nodes = self.query_one("#nodes", DataTable)
+        nodes.add_column("node", key="node")
+        for name in self.feed.board.groups:
+            nodes.add_column(f"{name} now/s", key=name)
+        nodes.add_column("errors", key="errors")
+        nodes.add_column("cpu", key="cpu")
         table.focus()
         self.refresh_view()
         self.set_interval(REFRESH_S, self.refresh_view)
@@ -153,6 +161,7 @@ class RunApp(App[None]):
                       "-" if g.us_per_message is None else f"{g.us_per_message:.1f}")
             for (key, _), value in zip(COLUMNS, values, strict=True):
                 table.update_cell(name, key, value, update_width=True)
+        self._draw_nodes()
         self._draw_detail(board.groups[self.selected])
         cpu_text = Text("client CPU ")
         cpu_text.append(f"{board.cpu:.0f}%", style="bold red" if board.cpu > CLIENT_CPU_LIMIT
@@ -163,6 +172,25 @@ class RunApp(App[None]):
         self.query_one("#cpu", Static).update(cpu_text)
         if status.finished and self.close_when_done and feed.live:
             self.exit()
+
+    def _draw_nodes(self) -> None:
+        """A distributed run's nodes, a row each, as they report."""
+        nodes = self.feed.board.nodes
+        if not nodes:
+            return
+        table = self.query_one("#nodes", DataTable)
+        table.display = True
+        for name, node in nodes.items():
+            cpu = Text(f"{node.cpu:.0f}%", style="bold red" if node.cpu > CLIENT_CPU_LIMIT
+                       else "")
+            values = {"node": name, **{group: f"{node.rates.get(group, 0.0):,.1f}"
+                                       for group in self.feed.board.groups},
+                      "errors": str(node.errors), "cpu": cpu}
+            if name not in table.rows:
+                table.add_row(*values.values(), key=name)
+                continue
+            for key, value in values.items():
+                table.update_cell(name, key, value, update_width=True)
 
     def _draw_detail(self, g: GroupBoard) -> None:
         table = Table(box=None, padding=(0, 1), title=f"{g.name}: {g.label(g.headline)} "
@@ -194,7 +222,7 @@ class RunApp(App[None]):
 
     # -- keys
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None:
+        if event.data_table.id == "groups" and event.row_key.value is not None:
             self.selected = event.row_key.value
 
     def watch_selected(self, selected: str) -> None:

@@ -82,6 +82,17 @@ class GroupBoard:
         return percentiles(histogram)
 
 
+@dataclass
+class NodeBoard:
+    """One node of a distributed run: its rates now, its errors so far and its CPU, so that
+    a slow or client-bound node stands out."""
+
+    name: str
+    rates: dict[str, float] = field(default_factory=dict)  # per group, its role's count/s
+    errors: int = 0
+    cpu: float = 0.0
+
+
 class Board:
     def __init__(self, run: RunSpec, metrics: dict[int, list[str]]) -> None:
         self.run = run
@@ -98,6 +109,7 @@ class Board:
         self.broker_cpu: float | None = None
         self.intervals = 0
         self.measuring = False
+        self.nodes: dict[str, NodeBoard] = {}  # a distributed run's, as they report
 
     def add(self, view: IntervalView) -> list[str]:
         """Fold one merged interval in; returns log lines for what deserves the user's eye."""
@@ -137,6 +149,12 @@ class Board:
                 notes.append(f"{c['outage_ms'] / 1000:.1f} s disconnected")
             if notes:
                 log.append(f"{stamp} {name}: " + ", ".join(notes))
+        for node, part in view.nodes.items():
+            board_node = self.nodes.setdefault(node, NodeBoard(node))
+            board_node.rates = {name: count / view.length if view.length else 0.0
+                                for name, count in part.counts.items()}
+            board_node.errors += part.errors
+            board_node.cpu = part.cpu
         if view.cpu_max > CLIENT_CPU_LIMIT:
             log.append(f"{stamp} client CPU {view.cpu_max:.0f}% of a core, above "
                        f"{CLIENT_CPU_LIMIT:.0f}%: the client may be the bottleneck")
@@ -145,3 +163,5 @@ class Board:
     def reset(self) -> None:
         for board in self.groups.values():
             board.reset()
+        for node in self.nodes.values():
+            node.errors = 0

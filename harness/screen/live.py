@@ -8,7 +8,7 @@ import threading
 import time
 from collections import deque
 
-from harness.engine.runner import Controller, RunResult
+from harness.engine.runner import LiveControls, RunResult
 from harness.screen.board import Board
 from harness.screen.feed import Feed, Status
 from harness.stats.intervals import IntervalView
@@ -17,7 +17,7 @@ from harness.stats.intervals import IntervalView
 class LiveFeed(Feed):
     live = True
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: LiveControls) -> None:
         self.controller = controller
         self.run = controller.run
         self.run_dir = controller.run_dir
