@@ -50,6 +50,8 @@ def test_two_nodes_run_a_loopback_job_and_merge_exactly(harness):
     # The group's --rate is divided across the nodes.
     assert [g["rate"] for m in manifests for g in m["options"]["groups"]
             if g["name"] == "sender"] == [1000.0, 1000.0]
+    assert result.summary["given"]["each_node"]["sender"] == {
+        "threads": 1, "thread_rate": 1000.0, "messages": 0}
     # Offsets measured against the driver and recorded; one start, in the driver's clock.
     clocks = [m["clock"] for m in manifests]
     assert all(c["reference_node"] == "driver" and c["round_trip_s"] > 0 for c in clocks)
@@ -121,6 +123,16 @@ def interrupted_run(tmp_path: Path, output: str, *flags: str) -> subprocess.Pope
         if seen >= 4:
             break
     return proc
+
+
+def test_a_driver_the_executors_cannot_reach_is_named_with_the_flag_that_sets_it(harness):
+    # The listener is on 127.0.0.1; 127.0.0.2 is this machine too, where nothing listens.
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rl", "2", *CLUSTER,
+                     "--driver-host", "127.0.0.2", timeout=300)
+    assert result.code == 1
+    assert "Traceback" not in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("harness: error")]
+    assert "cannot reach the driver at 127.0.0.2:" in line and "--driver-host" in line
 
 
 def test_ctrl_c_on_the_driver_stops_every_node_gracefully_and_merges(harness, tmp_path):

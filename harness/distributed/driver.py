@@ -359,7 +359,11 @@ class DistributedRun(LiveControls):
         summary.update(run_id=self.run_id, stopped_by=stopped_by, start=self.start_s,
                        nodes_lost=lost, complete=not lost and exit_code == 0,
                        spark_start_s=self.spark_seconds)
-        summary["given"] = {"nodes": self.cluster.nodes, "master": self.cluster.master}
+        each = node_spec(self.run, self.cluster.nodes, self.run.node, self.run_id).groups
+        summary["given"] = {"nodes": self.cluster.nodes, "master": self.cluster.master,
+                            "each_node": {g.name: {"threads": g.threads * g.processes,
+                                                   "thread_rate": g.per_thread_rate,
+                                                   "messages": g.messages} for g in each}}
         # The run directory's summary.json reads as a single run's does, with the nodes'.
         (self.run_dir / ".summary.json.crc").unlink(missing_ok=True)
         write_json_atomic(self.run_dir / "summary.json", summary)

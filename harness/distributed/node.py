@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from harness.distributed.wire import Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
 from harness.spec.run import RunSpec
+from harness.stats.reports import IntervalReport
 
 CLOCK_PROBES = 16
 CONNECT_TIMEOUT_S = 10.0
@@ -111,6 +112,14 @@ def _obey(link: Link, controller: Controller) -> None:
             controller.change_rate(int(message["group"]), float(message["factor"]))
 
 
+def stream_to(link: Link, node: str) -> Callable[[int, list[IntervalReport]], None]:
+    """The controller's forward hook: each interval's reports to the driver, as given."""
+    def forward(index: int, reports: list[IntervalReport]) -> None:
+        link.send({"kind": "interval", "index": index,
+                   "reports": [report_to_wire(r, node) for r in reports]})
+    return forward
+
+
 def run_node(payload: NodePayload, rank: int, host: str,
              all_gather: Any) -> dict[str, Any]:
     """The node's run from connection to files; all_gather: the barrier's allGather."""
@@ -146,9 +155,7 @@ def run_node(payload: NodePayload, rank: int, host: str,
                                       f"of {CLOCK_PROBES} (NTP's estimate)",
                             "reference_node": "driver", "offset_estimate_s": offset / 1e9,
                             "round_trip_s": rtt / 1e9}
-        controller.forward = lambda index, reports: link.send(
-            {"kind": "interval", "index": index,
-             "reports": [report_to_wire(r, node) for r in reports]})
+        controller.forward = stream_to(link, node)
         threading.Thread(target=_obey, args=(link, controller), name="driver-commands",
                          daemon=True).start()
         result = controller.measure()
