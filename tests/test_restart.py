@@ -43,7 +43,12 @@ def test_activemq_restart_mid_run_loses_no_persistent_message(tmp_path, brokers)
     assert receiver["lost"] == 0
     (delivery,) = summary["delivery"]
     assert delivery["missing"] == 0
-    assert receiver["received"] - receiver["duplicated"] == sender["sent"] > 1000
+    # A send whose receipt the restart cut off counts as an error though the broker may have
+    # stored it: such a message arrives beyond what was counted sent, never more of them than
+    # the failed sends.
+    unique_received = receiver["received"] - receiver["duplicated"]
+    assert sender["sent"] <= unique_received <= sender["sent"] + sender["errors"]
+    assert sender["sent"] > 1000
     assert "reconnects=" in stdout and "outage sender" in stdout
     # The sends that failed are in the delay histogram too (at least until they failed), and
     # the first failure of each interval is logged with its reason.
