@@ -13,6 +13,7 @@ import typer
 from harness.cli.app import app, console, err_console, on_terminal, warn
 from harness.errors import BadInput
 from harness.experiments.profile import find_profile
+from harness.rundir.writer import is_uri
 from harness.spec.group import GroupSpec, group_spec
 from harness.spec.options import in_scope, parse_args, split, table
 from harness.spec.run import RunSpec, run_spec, validate_run
@@ -88,9 +89,10 @@ def run(
     on_cluster = None
     if cluster is not None:
         from harness.distributed.cluster import ClusterSpec, parse_conf, validate_cluster
-        on_cluster = ClusterSpec(cluster, 2 if nodes is None else nodes, driver_host,
-                                 parse_conf(spark_conf or []), ship,
-                                 60.0 if cluster_wait is None else cluster_wait)
+        # Flags left out keep ClusterSpec's defaults (the ones --help gives).
+        sizes = {k: v for k, v in (("nodes", nodes), ("wait", cluster_wait)) if v is not None}
+        on_cluster = ClusterSpec(cluster, driver_host=driver_host,
+                                 conf=parse_conf(spark_conf or []), ship=ship, **sizes)
         validate_cluster(on_cluster)
     else:
         for flag, value in (("--nodes", nodes), ("--driver-host", driver_host),
@@ -155,7 +157,7 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
             console.print(line, markup=False)
 
     controller: Any
-    if cluster is None and "://" in spec.output:
+    if cluster is None and is_uri(spec.output):
         raise BadInput("-o", f"{spec.output!r}: a file system URI needs --cluster (a "
                        "distributed run copies its directory there); give a local directory")
     if cluster is not None:
@@ -199,7 +201,7 @@ def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None)
         return run_scenario(profile, lambda spec: execute(spec, ui, cluster), console)
     if len(profile.points) == 1 and profile.search is None:
         return execute(profile.points[0].run, ui, cluster).exit_code
-    if "://" in profile.points[0].run.output:
+    if is_uri(profile.points[0].run.output):
         raise BadInput("output", f"{profile.points[0].run.output!r}: a profile's runs and "
                        "results table are written under a local directory; copy it to a "
                        "Hadoop file system afterwards")

@@ -19,7 +19,7 @@ from harness.errors import BadInput
 @dataclass
 class ClusterSpec:
     master: str
-    nodes: int
+    nodes: int = 2  # client nodes: tasks of one barrier stage
     driver_host: str | None = None  # where executors reach the driver's listener
     conf: dict[str, str] = field(default_factory=dict)  # further Spark settings
     ship: bool = True  # send this harness to the executors as a zip (--py-files)
@@ -41,18 +41,19 @@ BLOCK_KEY = {"--cluster": "master", "--nodes": "nodes", "--cluster-wait": "wait"
 
 def cluster_from(block: dict[str, Any]) -> ClusterSpec:
     """A profile's cluster: block as a ClusterSpec; BadInput names the block's key."""
-    def number(key: str, kind: type, default: Any) -> Any:
-        value = block.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or \
-                (kind is int and value != int(value)):
-            what = "a whole number" if kind is int else "a number"
-            raise BadInput(key, f"{value!r} is not {what}")
-        return kind(value)
-
     master = block.get("master")
     if not isinstance(master, str) or not master.strip():
         raise BadInput("master", "give the Spark master: local-cluster[2,1,1024], "
                        "spark://host:7077, yarn, k8s://...")
+    given: dict[str, Any] = {}  # what the block sets; ClusterSpec's defaults hold the rest
+    for key, kind in (("nodes", int), ("wait", float)):
+        if key in block:
+            value = block[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    (kind is int and value != int(value)):
+                what = "a whole number" if kind is int else "a number"
+                raise BadInput(key, f"{value!r} is not {what}")
+            given[key] = kind(value)
     conf = block.get("spark-conf") or {}
     if not isinstance(conf, dict):
         raise BadInput("spark-conf", "a mapping of Spark settings, e.g. "
@@ -65,10 +66,9 @@ def cluster_from(block: dict[str, Any]) -> ClusterSpec:
     ship = block.get("ship", True)
     if not isinstance(ship, bool):
         raise BadInput("ship", f"{ship!r} is not true or false")
-    host = block.get("driver-host")
-    cluster = ClusterSpec(master.strip(), number("nodes", int, 2),
-                          None if host is None else str(host), conf, ship,
-                          number("wait", float, 60.0))
+    if block.get("driver-host") is not None:
+        given["driver_host"] = str(block["driver-host"])
+    cluster = ClusterSpec(master.strip(), conf=conf, ship=ship, **given)
     try:
         validate_cluster(cluster)
     except BadInput as exc:

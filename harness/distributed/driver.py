@@ -41,8 +41,8 @@ from harness.distributed.split import node_spec
 from harness.distributed.wire import Link, report_from_wire
 from harness.engine.runner import LiveControls, RunResult, Signals
 from harness.errors import StartFailure
-from harness.merge.spark import MergeError, merge, session
-from harness.rundir.writer import make_run_dir, write_json_atomic
+from harness.merge.spark import MergeError, hadoop_path, merge, session
+from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.intervals import IntervalView, RunStats
@@ -86,7 +86,7 @@ class DistributedRun(LiveControls):
         self.started = time.time()
         # A Hadoop file system's URI (hdfs://, s3a://, file://): the run is put together in a
         # directory of this machine and copied there whole at the end.
-        self.target = run.output if "://" in run.output else None
+        self.target = run.output if is_uri(run.output) else None
         staging = tempfile.mkdtemp(prefix="harness-run-") if self.target else run.output
         self.run_dir = make_run_dir(staging, run.name, self.started)
         self.location = f"{self.target.rstrip('/')}/{self.run_dir.name}" if self.target \
@@ -102,9 +102,9 @@ class DistributedRun(LiveControls):
         self.paused = False
         self.stop_requests = 0
         self.stops_sent = 0
-        # Each node's threads' rates, as the split gave them.
-        self.rates = [g.per_thread_rate for g in
-                      node_spec(run, cluster.nodes, run.node, self.run_id).groups]
+        # What each node was given; its threads' rates, as the split gave them.
+        self.each_node = node_spec(run, cluster.nodes, run.node, self.run_id).groups
+        self.rates = [g.per_thread_rate for g in self.each_node]
         self.token = secrets.token_hex(16)
         self.spark: Any = None
         self.job: threading.Thread | None = None
@@ -359,11 +359,11 @@ class DistributedRun(LiveControls):
         summary.update(run_id=self.run_id, stopped_by=stopped_by, start=self.start_s,
                        nodes_lost=lost, complete=not lost and exit_code == 0,
                        spark_start_s=self.spark_seconds)
-        each = node_spec(self.run, self.cluster.nodes, self.run.node, self.run_id).groups
         summary["given"] = {"nodes": self.cluster.nodes, "master": self.cluster.master,
                             "each_node": {g.name: {"threads": g.threads * g.processes,
                                                    "thread_rate": g.per_thread_rate,
-                                                   "messages": g.messages} for g in each}}
+                                                   "messages": g.messages}
+                                          for g in self.each_node}}
         # The run directory's summary.json reads as a single run's does, with the nodes'.
         (self.run_dir / ".summary.json.crc").unlink(missing_ok=True)
         write_json_atomic(self.run_dir / "summary.json", summary)
@@ -422,11 +422,9 @@ class DistributedRun(LiveControls):
 
 def copy_up(spark: Any, local: Path, uri: str) -> None:
     """A directory of this machine, whole, to a path of any Hadoop file system."""
-    jvm = spark.sparkContext._jvm
-    target = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    fs.copyFromLocalFile(False, True, jvm.org.apache.hadoop.fs.Path(str(local.resolve())),
-                         target)
+    fs, target = hadoop_path(spark, uri)
+    _, source = hadoop_path(spark, local.resolve().as_uri())
+    fs.copyFromLocalFile(False, True, source, target)
 
 
 def node_error(exc: BaseException) -> str:

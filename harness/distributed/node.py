@@ -23,6 +23,7 @@ from harness.distributed.split import node_name, node_spec
 from harness.distributed.wire import Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
+from harness.rundir.writer import is_uri
 from harness.spec.run import RunSpec
 from harness.stats.reports import IntervalReport
 
@@ -87,7 +88,7 @@ def node_dir(payload: NodePayload, node: str) -> Path:
     shared file system); elsewhere in a directory of this executor's own, whose files travel
     back with the task's result."""
     shared = Path(payload.output)
-    if "://" not in payload.output and shared.is_dir():
+    if not is_uri(payload.output) and shared.is_dir():
         return shared / "nodes" / node
     import tempfile
     return Path(tempfile.mkdtemp(prefix=f"harness-{payload.run_id}-")) / node

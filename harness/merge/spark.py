@@ -56,11 +56,15 @@ def read_manifests(spark: Any, inputs: list[str]) -> list[dict[str, Any]]:
     return manifests
 
 
+def hadoop_path(spark: Any, path: str) -> tuple[Any, Any]:
+    """(file system, path) of Hadoop's for any path it knows (local, hdfs://, s3a://)."""
+    target = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    return target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), target
+
+
 def write_text(spark: Any, path: str, text: str) -> None:
     """A file at any path Hadoop's file systems know (local, hdfs://, s3a://)."""
-    jvm = spark.sparkContext._jvm
-    target = jvm.org.apache.hadoop.fs.Path(path)
-    fs = target.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, target = hadoop_path(spark, path)
     stream = fs.create(target, True)
     try:
         stream.write(bytearray(text.encode("utf-8")))

@@ -59,6 +59,12 @@ def scrub(value: Any) -> Any:
     return value
 
 
+def is_uri(output: str) -> bool:
+    """A Hadoop file system's URI (hdfs://, s3a://, file://), not a directory of this
+    machine: only a distributed run writes there, through Spark."""
+    return "://" in output
+
+
 def make_run_dir(output: str, name: str, started: float) -> Path:
     base = Path(output)
     stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -19,6 +19,7 @@ from harness.stats.figures import (
     closed_loop,
     headline_metric,
     metric_label,
+    rate,
     role_count,
     us_per_message,
 )
@@ -127,7 +128,7 @@ class Board:
             board = self.groups[name]
             board.threads_up, board.threads = interval.threads_up, interval.threads
             board.cpu = interval.cpu
-            board.rate_now = interval.count / view.length if view.length else 0.0
+            board.rate_now = rate(interval.count, view.length)
             board.rates.append(board.rate_now)
             board.last = interval.histograms
             board.last_counters = interval.counters
@@ -151,8 +152,7 @@ class Board:
                 log.append(f"{stamp} {name}: " + ", ".join(notes))
         for node, part in view.nodes.items():
             board_node = self.nodes.setdefault(node, NodeBoard(node))
-            board_node.rates = {name: count / view.length if view.length else 0.0
-                                for name, count in part.counts.items()}
+            board_node.rates = part.rates(view.length)
             board_node.errors += part.errors
             board_node.cpu = part.cpu
         if view.cpu_max > CLIENT_CPU_LIMIT:

@@ -15,6 +15,7 @@ from harness.stats.figures import (
     cost_cells,
     headline_metric,
     metric_label,
+    rate,
 )
 from harness.stats.histogram import percentiles
 from harness.stats.intervals import IntervalView
@@ -30,11 +31,11 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
         c = group.counters
         if not any(c.values()) and (view.phase == "drain" or group.threads_up == 0):
             continue  # a finished or draining group with nothing to say
-        rate = group.count / view.length if view.length else 0.0
+        group_rate = rate(group.count, view.length)
         head = headline_metric(metrics[name])
         verb = "recv" if head == "latency" else "sent"
         p = percentiles(group.histograms[head])
-        text = (f"{view.start + view.length:>7.1f}s {name:<10} {verb} {rate:>9.1f}/s "
+        text = (f"{view.start + view.length:>7.1f}s {name:<10} {verb} {group_rate:>9.1f}/s "
                 f"n={group.count:<8} err={c['errors']}")
         if c["lost"] or c["duplicated"] or c["reordered"] or c["corrupt"]:
             text += (f" lost={c['lost']} dup={c['duplicated']} reord={c['reordered']}"
@@ -71,8 +72,8 @@ def node_lines(view: IntervalView) -> list[str]:
     for node, part in view.nodes.items():
         if view.phase == "drain" and not any(part.counts.values()):
             continue
-        rates = " ".join(f"{name} {count / view.length:.1f}/s"
-                         for name, count in part.counts.items())
+        rates = " ".join(f"{name} {value:.1f}/s"
+                         for name, value in part.rates(view.length).items())
         text = f"{'':>8} node {node}: {rates} err={part.errors} cpu={part.cpu:.0f}%"
         if part.cpu > CLIENT_CPU_LIMIT:
             text += " (client may be the bottleneck)"

@@ -27,6 +27,7 @@ from harness.stats.figures import (
     headline_metric,
     mean,
     per_core_rate,
+    rate,
     role_count,
     summed_rate,
     us_per_message,
@@ -63,6 +64,10 @@ class NodeInterval:
     counts: dict[str, int]  # per group, what its role counts (sent or received)
     errors: int
     cpu: float  # highest CPU% (of one core) among the node's processes
+
+    def rates(self, seconds: float) -> dict[str, float]:
+        """Each group's rate on this node over an interval of `seconds`."""
+        return {name: rate(count, seconds) for name, count in self.counts.items()}
 
 
 @dataclass
