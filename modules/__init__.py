@@ -24,6 +24,8 @@ TRANSPORTS: dict[str, Entry] = {
     "loopback": Entry("harness.transports.loopback:LoopbackTransport", ""),
     "stomp": Entry("harness.transports.stomp:StompTransport", ""),
     "mqtt": Entry("harness.transports.mqtt:MqttTransport", ""),
+    "amqp": Entry("harness.transports.amqp:AmqpTransport", "amqp"),
+    "amqp10": Entry("harness.transports.amqp10:Amqp10Transport", "amqp10"),
 }
 DISTRIBUTION = "broker-harness"
 

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from harness.transports.feedback import Feedback
 from harness.transports.message import Destination, Message
 from harness.transports.options import Option, declared
 from harness.transports.outage import Outages
@@ -55,6 +56,7 @@ class Transport(ABC):
     def __init__(self, settings: Settings[Any]) -> None:
         self.settings = settings
         self.outages = Outages()
+        self.feedback = Feedback()
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
@@ -65,6 +67,12 @@ class Transport(ABC):
     def capabilities_for(cls, settings: Settings[Any]) -> Capability:
         """What it can do with these settings (a broker flavour, a protocol version)."""
         return cls.capabilities
+
+    @classmethod
+    def filters(cls, settings: Settings[Any]) -> bool:
+        """Whether a group with these settings routes by more than its destination's name
+        (a binding's key or arguments), so that its consumers may see part of a stream."""
+        return False
 
     @classmethod
     def problems(cls, settings: Settings[Any]) -> list[tuple[str, str]]:

@@ -39,3 +39,23 @@ class Message:
         self.persistent = persistent
         # What the transport needs to acknowledge this message; opaque to the roles.
         self.handle = handle
+
+
+# Transports with headers (STOMP, AMQP) carry the harness's fields in one of them, named
+# HEADER: "<seq>,<intended ns>,<sent ns>,<crc or ->,<producer id>". One header costs a
+# client library a fifth of what five would.
+HEADER = "harness"
+
+
+def header(message: Message) -> str:
+    crc = "-" if message.crc is None else message.crc
+    return f"{message.seq},{message.ts},{message.sent},{crc},{message.producer}"
+
+
+def from_header(text: str | None) -> tuple[int, int, int, int | None, str]:
+    """(seq, intended ns, sent ns, crc, producer id) from HEADER's value; a message without
+    it (from another client) gets seq -1."""
+    if text is None:
+        return -1, 0, 0, None, ""
+    seq, ts, sent, crc, producer = text.split(",", 4)
+    return int(seq), int(ts), int(sent), None if crc == "-" else int(crc), producer

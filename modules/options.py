@@ -99,11 +99,13 @@ def _scalar(kind: type, given: Any) -> Any:
 
 
 def option(default: Any, help: str, *, key: str = "", scope: str = "group", low: float | None =
-           None, high: float | None = None, negative: bool = False) -> Any:
+           None, high: float | None = None, negative: bool = False,
+           multiple: bool = False) -> Any:
     """A field of a transport's options dataclass, declared once: its default and what the
     command line, profiles and the README say of it (see declared())."""
     return dataclasses.field(default=default, metadata={"option": dict(
-        help=help, key=key, scope=scope, low=low, high=high, negative=negative)})
+        help=help, key=key, scope=scope, low=low, high=high, negative=negative,
+        multiple=multiple)})
 
 
 def declared(options: type) -> tuple[Option, ...]:
@@ -113,8 +115,10 @@ def declared(options: type) -> tuple[Option, ...]:
     out = []
     for f in dataclasses.fields(options):
         meta = dict(f.metadata["option"])
-        kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],)
-                    if t is not type(None))
+        # A repeatable option (a list of values) takes text, as its flag does.
+        kind = str if meta["multiple"] else next(
+            t for t in typing.get_args(hints[f.name]) or (hints[f.name],)
+            if t is not type(None))
         key = meta.pop("key") or f.name.replace("_", "-")
         out.append(Option(key, kind, f.default, field=f.name, **meta))
     return tuple(out)

@@ -28,7 +28,7 @@ from typing import Any
 import stomp
 import stomp.exception
 from harness.transports.base import Capability, TransportError
-from harness.transports.message import Destination, Message
+from harness.transports.message import HEADER, Destination, Message, from_header, header
 from harness.transports.network import NetworkTransport
 from harness.transports.options import option
 from harness.transports.settings import Settings
@@ -36,7 +36,6 @@ from harness.transports.settings import Settings
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
 logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
 
-H_HARNESS = "harness"
 DEFAULT_PORT = 61613
 RECEIPT_TIMEOUT_S = 10.0
 RECONNECT_EVERY_S = 0.5
@@ -54,17 +53,23 @@ FLAVOURS: dict[str, Capability] = {
 
 @dataclass(frozen=True)
 class StompOptions:
-    vhost: str | None = option(None, "Virtual host (the CONNECT host header; RabbitMQ wants "
-                               "/).", scope="connection")
-    heartbeat_ms: int = option(0, "STOMP heart-beat in milliseconds, both ways; 0 = none.",
+    vhost: str | None = option(None, "Virtual host (STOMP: the CONNECT host header, which "
+                               "RabbitMQ wants as /; AMQP: / unless given).",
+                               scope="connection")
+    heartbeat_ms: int = option(0, "Heart-beat in milliseconds, both ways (AMQP 0-9-1 rounds "
+                               "up to seconds); 0 = none.",
                                key="heartbeat", scope="connection", low=0)
-    ack: str = option("auto", "Acknowledgement: auto, client or client-individual.",
+    ack: str = option("auto", "Acknowledgement: auto, client (cumulative: every message "
+                      "received so far) or client-individual.",
                       scope="connection")
-    prefetch: int = option(0, "Messages the broker may send ahead of acks; 0 = broker "
-                           "default.", scope="connection", low=0)
+    prefetch: int = option(0, "Messages the broker may send ahead of acks (AMQP 0-9-1: "
+                           "basic.qos; AMQP 1.0: link credit); 0 = the default (STOMP: the "
+                           "broker's; AMQP 0-9-1: no limit; AMQP 1.0: 100).",
+                           scope="connection", low=0)
     reply_queue: str | None = option(None, "Requestor: fixed reply queue prefix (one queue "
                                      "per thread, <prefix>.<process>.<thread>) instead of "
-                                     "temporary queues.")
+                                     "temporary queues (AMQP 0-9-1: instead of RabbitMQ's "
+                                     "direct reply-to).")
 
 
 class _Listener(stomp.ConnectionListener):
@@ -222,9 +227,7 @@ class StompTransport(NetworkTransport):
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:
         self._check()
-        crc = "-" if message.crc is None else message.crc
-        headers = {H_HARNESS: f"{message.seq},{message.ts},{message.sent},{crc},"
-                              f"{message.producer}"}
+        headers = {HEADER: header(message)}
         if message.properties:
             headers.update(message.properties)
         if message.correlation_id is not None:
@@ -289,13 +292,7 @@ class StompTransport(NetworkTransport):
     def message(self, frame: Any) -> Message:
         h = frame.headers
         reply_to = h.get("reply-to")
-        fields = h.get(H_HARNESS)
-        if fields is None:  # not from a harness producer
-            seq, ts, sent, crc, producer = -1, 0, 0, None, ""
-        else:
-            seq_text, ts_text, sent_text, crc_text, producer = fields.split(",", 4)
-            seq, ts, sent = int(seq_text), int(ts_text), int(sent_text)
-            crc = None if crc_text == "-" else int(crc_text)
+        seq, ts, sent, crc, producer = from_header(h.get(HEADER))
         return Message(frame.body, producer, seq, ts, sent, crc, None, h.get("correlation-id"),
                        Destination("queue", reply_to) if reply_to else None,
                        h.get("persistent") == "true",

@@ -77,7 +77,9 @@ BROKERS = {
     "activemq": {"stomp": ["--port", "61613", "--flavour", "activemq"],
                  "mqtt": ["--port", "1884", "--flavour", "activemq"]},
     "rabbitmq": {"stomp": ["--port", "61614", "--flavour", "rabbitmq", "--vhost", "/"],
-                 "mqtt": ["--port", "1885", "--flavour", "rabbitmq"]},
+                 "mqtt": ["--port", "1885", "--flavour", "rabbitmq"],
+                 "amqp": ["--port", "5672"],
+                 "amqp10": ["--port", "5672", "--flavour", "rabbitmq"]},
     "mosquitto": {"mqtt": ["--port", "1883", "--flavour", "mosquitto"]},
 }
 

@@ -42,7 +42,10 @@ def test_every_option_sets_a_field_and_every_field_has_an_option() -> None:
 
 def test_each_transport_declares_its_own_options_in_its_file() -> None:
     owners = {o.key: o.transports for o in table().values() if o.transports}
-    assert owners["qos"] == ("mqtt",) and owners["heartbeat"] == ("stomp",)
+    assert owners["qos"] == ("mqtt",) and owners["exchange"] == ("amqp",)
+    # declared alike by several transports: one flag for all of them
+    assert owners["heartbeat"] == ("stomp", "amqp")
+    assert owners["prefetch"] == ("stomp", "amqp", "amqp10")
     for name in TRANSPORTS:
         for option in transport_class(name).options:
             assert name in table()[option.key].transports

@@ -5,9 +5,10 @@
 
 Needs the brokers of contrib/brokers/brokers.sh. Each case runs a producer and a consumer at
 once, each in its own process, as fast as they go, with 256-byte bodies: once as bare
-stomp.py or paho-mqtt loops (no timing, no recording, no checks), once as harness groups
-(every message timed and sequence-checked). Both count what they sent and received over the
-same window after one second of warm-up, and the script prints msgs/s and harness / bare.
+stomp.py, paho-mqtt, pika or Proton loops (no timing, no recording, no checks), once as
+harness groups (every message timed and sequence-checked). Both count what they sent and
+received over the same window after one second of warm-up, and the script prints msgs/s and
+harness / bare.
 
 The bare loops send the same frames as the harness (its `harness` header on STOMP, its 38-byte
 prefix on MQTT), so the ratio is the cost of the harness's own work. MQTT runs at
@@ -44,6 +45,10 @@ BODY = b"x" * 256
 STOMP = {"activemq": ["--port", "61613", "--flavour", "activemq"],
          "rabbitmq": ["--port", "61614", "--flavour", "rabbitmq", "--vhost", "/"]}
 MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
+# Presettled on both sides: Proton's blocking round trip per settled message is the library's
+# cost either way (see the README), and would hide the harness's own.
+AMQP10 = ["--flavour", "rabbitmq", "--settle", "at-most-once"]
+AMQP10_PREFIX = {"queue": "/queue/", "topic": "/topic/"}
 
 
 # -- the harness side --------------------------------------------------------------------------
@@ -104,6 +109,51 @@ def mqtt_client(driven: bool = False):
     return client
 
 
+def pika_driven():
+    """A pika SelectConnection and channel whose I/O loop the caller turns, as the amqp
+    transport does: (connection, channel, turn)."""
+    import pika
+    from pika.adapters.select_connection import SelectConnection
+    state: dict = {}
+    conn = SelectConnection(pika.ConnectionParameters("127.0.0.1"),
+                            on_open_callback=lambda c: state.setdefault("open", c))
+    io = conn.ioloop
+    io.activate_poller()
+
+    def turn(timeout: float = 0.05) -> None:
+        timer = io.call_later(timeout, lambda: None)
+        io.poll()
+        io.process_timeouts()
+        io.remove_timeout(timer)
+
+    while "open" not in state:
+        turn()
+    conn.channel(on_open_callback=lambda ch: state.setdefault("channel", ch))
+    while "channel" not in state:
+        turn()
+    return conn, state["channel"], turn
+
+
+def pika_call(turn, start) -> object:
+    answers: list = []
+    start(lambda frame: answers.append(frame))
+    while not answers:
+        turn()
+    return answers[0]
+
+
+def amqp_headers() -> dict[str, str]:
+    now = time.time_ns()
+    return {"harness": f"1,{now},{now},123456789,bench:sender:0:0"}
+
+
+def proton_turn(conn, timeout: float) -> None:
+    container = conn.container
+    for _ in range(3):  # dispatch, wait on the socket, dispatch what it read
+        container.timeout = timeout
+        container.process()
+
+
 def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
     """Run one bare producer or consumer; print what it counted in the window as JSON."""
     start = time.monotonic() + WARMUP
@@ -120,6 +170,42 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
         while (now := time.monotonic()) < end:
             conn.send(destination, BODY, headers=headers)
             count += now >= start
+    elif kind == "amqp-send":
+        import pika
+        conn, channel, turn = pika_driven()
+        where, _, name = destination.partition(":")
+        if where == "queue":
+            pika_call(turn, lambda cb: channel.queue_declare(name, durable=True, callback=cb))
+        exchange = "" if where == "queue" else "amq.topic"
+        queued = 0
+        while (now := time.monotonic()) < end:
+            properties = pika.BasicProperties(headers=amqp_headers())
+            channel.basic_publish(exchange, name, BODY, properties)
+            count += now >= start
+            queued += 1
+            if queued == 64:
+                queued = 0
+                turn(0)
+                while conn._transport.get_write_buffer_size():  # full: wait for room
+                    turn(0.01)
+    elif kind == "amqp10-send":
+        import proton
+        import proton.reactor
+        import proton.utils
+        where, _, name = destination.partition(":")
+        conn = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
+        link = conn.create_sender(AMQP10_PREFIX[where] + name,
+                                  options=proton.reactor.AtMostOnce()).link
+        queued = 0
+        while (now := time.monotonic()) < end:
+            link.send(proton.Message(body=BODY, properties=amqp_headers()))
+            count += now >= start
+            queued += 1
+            if queued == 64:
+                queued = 0
+                proton_turn(conn, 0)
+                while link.queued:  # no credit or a full socket: wait
+                    proton_turn(conn, 0.01)
     elif kind == "mqtt-send":
         client, payload = mqtt_client(driven=True), mqtt_payload()
         queued = 0
@@ -142,7 +228,40 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
             if start <= time.monotonic() < end:
                 counted[0] += 1
 
-        if kind == "stomp-receive":
+        turn = None
+        if kind == "amqp-receive":
+            conn, channel, turn = pika_driven()
+            where, _, name = destination.partition(":")
+            if where == "queue":
+                queue = name
+                pika_call(turn, lambda cb: channel.queue_declare(name, durable=True,
+                                                                 callback=cb))
+            else:
+                frame = pika_call(turn, lambda cb: channel.queue_declare(
+                    "", exclusive=True, auto_delete=True, callback=cb))
+                queue = frame.method.queue
+                pika_call(turn, lambda cb: channel.queue_bind(queue, "amq.topic", name,
+                                                              callback=cb))
+            pika_call(turn, lambda cb: channel.basic_consume(
+                queue, lambda *_: on_message(), auto_ack=True, callback=cb))
+        elif kind == "amqp10-receive":
+            import proton.handlers
+            import proton.reactor
+            import proton.utils
+
+            class Counter(proton.handlers.MessagingHandler):
+                def on_message(self, event) -> None:
+                    on_message()
+
+            where, _, name = destination.partition(":")
+            conn = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
+            # Kept: a BlockingReceiver that is collected takes its handler off the link.
+            receiver = conn.create_receiver(AMQP10_PREFIX[where] + name, credit=100,
+                                            handler=Counter(prefetch=100),
+                                            options=proton.reactor.AtMostOnce())
+            turn = functools.partial(proton_turn, conn)
+            assert receiver.link.is_receiver
+        elif kind == "stomp-receive":
             import stomp
 
             class Listener(stomp.ConnectionListener):
@@ -161,7 +280,10 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
         last_seen = time.monotonic()
         while time.monotonic() < end + 1 or time.monotonic() - last_seen < 1:
             before = counted[1]
-            time.sleep(0.2)
+            if turn is not None:  # this thread drives the client's I/O itself
+                turn(0.2)
+            else:
+                time.sleep(0.2)
             if counted[1] != before:
                 last_seen = time.monotonic()
         count = counted[0]
@@ -194,7 +316,8 @@ def destination(mqtt: bool) -> str:
 def bare_case(seconds: float, kind: str, broker: str, send: str,
               receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(send.startswith("mqtt"))
-    dest = name if send.startswith("mqtt") else f"/{kind}/{name}"
+    dest = name if send.startswith("mqtt") else f"{kind}:{name}" \
+        if send.startswith("amqp") else f"/{kind}/{name}"
     return bare(seconds, broker, (dest, dest), send, receive)
 
 
@@ -240,6 +363,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window")
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs per case")
+    parser.add_argument("--only", default="", help="run the cases whose producer module "
+                        "starts with this, e.g. amqp (default: all)")
     parser.add_argument("--loop", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop:
@@ -255,6 +380,12 @@ def main() -> None:
                                 ("Publisher", "Subscriber", "topic"))]
     cases.append(("mqtt.Publisher", "mqtt.Subscriber", "topic", "mosquitto", MOSQUITTO,
                   "mqtt-send", "mqtt-receive"))
+    for transport, flags in (("amqp", []), ("amqp10", AMQP10)):
+        cases += [(f"{transport}.{p}", f"{transport}.{c}", kind, "rabbitmq", flags,
+                   f"{transport}-send", f"{transport}-receive")
+                  for p, c, kind in (("Sender", "Receiver", "queue"),
+                                     ("Publisher", "Subscriber", "topic"))]
+    cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
         bares, harnesses = compare(
             repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
@@ -262,6 +393,8 @@ def main() -> None:
         row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
         row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
 
+    if not "mqtt".startswith(args.only[:4]):
+        return
     topic = f"bench/{uuid.uuid4().hex[:8]}"
 
     def one_native() -> float:

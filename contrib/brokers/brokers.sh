@@ -4,7 +4,7 @@
 #
 #   Mosquitto 2.0   MQTT 1883
 #   ActiveMQ 5.17   OpenWire 61616, STOMP 61613, MQTT 1884
-#   RabbitMQ 3.10   AMQP 5672, STOMP 61614, MQTT 1885
+#   RabbitMQ 3.10   AMQP 0-9-1 and AMQP 1.0 5672, STOMP 61614, MQTT 1885
 #
 # usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq]
 #        (default: all three; restart is for fault tests: it restarts whoever started the broker)
@@ -101,8 +101,12 @@ activemq_start() {
 activemq_pid() { pgrep -f 'activemq.jar.*start|org.apache.activemq' | head -1; }
 
 # --- RabbitMQ ------------------------------------------------------------------------------
+RABBITMQ_PLUGINS="rabbitmq_stomp rabbitmq_mqtt rabbitmq_amqp1_0"
+amqp10_enabled() { as_root rabbitmq-plugins -q is_enabled rabbitmq_amqp1_0 >/dev/null 2>&1; }
 rabbitmq_start() {
-    if port_up 61614 && port_up 1885; then say "rabbitmq: already up on 5672, 61614, 1885"; return; fi
+    if port_up 61614 && port_up 1885 && amqp10_enabled; then
+        say "rabbitmq: already up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885"; return
+    fi
     ensure_packages rabbitmq-server
     local conf=/etc/rabbitmq/rabbitmq.conf env=/etc/rabbitmq/rabbitmq-env.conf
     as_root touch "$conf" "$env"
@@ -114,14 +118,16 @@ rabbitmq_start() {
         # A running node read its configuration at boot: give the plugins their listeners
         # before enabling them, or they would take the default ports (ActiveMQ's, Mosquitto's).
         as_root rabbitmqctl -q eval 'application:set_env(rabbitmq_stomp, tcp_listeners, [{"127.0.0.1", 61614}], [{persistent, true}]), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1885}], [{persistent, true}]).' >/dev/null
-        as_root rabbitmq-plugins -q enable rabbitmq_stomp rabbitmq_mqtt >/dev/null
+        # shellcheck disable=SC2086
+        as_root rabbitmq-plugins -q enable $RABBITMQ_PLUGINS >/dev/null
     else
-        as_root rabbitmq-plugins -q enable --offline rabbitmq_stomp rabbitmq_mqtt >/dev/null
+        # shellcheck disable=SC2086
+        as_root rabbitmq-plugins -q enable --offline $RABBITMQ_PLUGINS >/dev/null
         as_root rabbitmq-server -detached >/dev/null 2>&1 || true
         echo started > "$STATE/rabbitmq.started"
     fi
     wait_ports 90 5672 61614 1885
-    say "rabbitmq: up on 5672, 61614, 1885"
+    say "rabbitmq: up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885"
 }
 
 # --- stop / status ---------------------------------------------------------------------------
@@ -170,12 +176,15 @@ restart_one() {
 status() {
     local line
     for entry in "mosquitto mqtt 1883" "activemq openwire 61616" "activemq stomp 61613" \
-                 "activemq mqtt 1884" "rabbitmq amqp 5672" "rabbitmq stomp 61614" \
+                 "activemq mqtt 1884" "rabbitmq amqp0-9-1 5672" "rabbitmq stomp 61614" \
                  "rabbitmq mqtt 1885"; do
         set -- $entry
         if port_up "$3"; then line=up; else line=down; fi
         printf '%-10s %-9s 127.0.0.1:%-6s %s\n' "$1" "$2" "$3" "$line"
     done
+    # AMQP 1.0 shares RabbitMQ's AMQP port, through its plugin.
+    if ! port_up 5672; then line=down; elif amqp10_enabled; then line=up; else line="off (plugin rabbitmq_amqp1_0 not enabled)"; fi
+    printf '%-10s %-9s 127.0.0.1:%-6s %s\n' rabbitmq amqp1.0 5672 "$line"
 }
 
 command=${1:-status}; shift || true

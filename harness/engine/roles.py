@@ -8,6 +8,8 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
   for consumers, receipt minus the producer's intended time; for Requestor, the round trip.
 - service: the same measured from the actual send.
 - delay: actual send minus intended send (paced producers only).
+- confirm: actual send to the broker's confirmation (producers on a transport with publisher
+  confirms turned on; the transport times it, harness.transports.feedback).
 """
 
 from __future__ import annotations

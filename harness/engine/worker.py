@@ -128,7 +128,7 @@ class Worker(threading.Thread, ABC):
                         if setup.exclusive else None)
         # Competing receivers of a queue: the run's delivery check unions what each received.
         self.seen = SeenSet(self.rec) if group.role == "Receiver" and not setup.exclusive \
-            and not group.selector and group.destination_max is None else None
+            and not group.filtered and group.destination_max is None else None
         self.failed: list[int] = []  # a producer's numbers whose send failed
         self.interval_index = 0
         self.next_boundary = self.control.timeline.bounds(0)[1]
@@ -221,9 +221,20 @@ class Worker(threading.Thread, ABC):
             self.done_through = index - 1
 
     def take_outage(self) -> None:
-        reconnects, outage_ns = self.transport.outages.take()
-        self.rec.reconnects += reconnects
-        self.rec.outage_ms += outage_ns // 1_000_000
+        """What the transport noted since the last interval: outages, and what the broker
+        said of earlier sends (confirmation times, sends it refused after all)."""
+        rec, transport = self.rec, self.transport
+        reconnects, outage_ns = transport.outages.take()
+        rec.reconnects += reconnects
+        rec.outage_ms += outage_ns // 1_000_000
+        feedback = transport.feedback
+        if feedback.confirm_us or feedback.failed:
+            confirm_us, failed = feedback.take()
+            rec.confirm.extend(confirm_us)
+            for seq, kind, reason in failed:
+                rec.error(kind, reason)
+                rec.refused += 1
+                self.failed.append(seq)
 
     def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
         """Sleep until due (monotonic ns), handing off intervals on the way; False if told

@@ -48,7 +48,8 @@ def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
         for point in checked:
             for i in point.producers:
                 if run.groups[i].name in view.groups:
-                    backlog += view.groups[run.groups[i].name].counters["sent"] * point.copies
+                    c = view.groups[run.groups[i].name].counters
+                    backlog += (c["sent"] - c["refused"]) * point.copies
             for i in point.consumers:
                 if run.groups[i].name in view.groups:
                     c = view.groups[run.groups[i].name].counters

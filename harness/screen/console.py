@@ -49,6 +49,9 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" reconnects={c['reconnects']} outage={c['outage_ms'] / 1000:.1f}s"
         if "delay" in group.histograms:
             text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
+        if "confirm" in group.histograms:
+            q = percentiles(group.histograms["confirm"])
+            text += f" confirm p50={format_us(q['p50'])} p99={format_us(q['p99'])}"
         if group.threads_up < group.threads:
             text += f" threads={group.threads_up}/{group.threads}"
         text += f" cpu={group.cpu:.0f}%"
@@ -106,6 +109,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     console.print(summary_table(summary))
+    for name, g in summary["groups"].items():
+        if "confirm" in g:
+            q = g["confirm"]
+            console.print(f"{name}: publisher confirms p50 {format_us(q['p50'])} p90 "
+                          f"{format_us(q['p90'])} p99 {format_us(q['p99'])} p99.9 "
+                          f"{format_us(q['p99.9'])} max {format_us(q['max'])} (send to the "
+                          "broker's confirmation)")
     floor = summary.get("floor")
     if floor and floor["samples"]:
         beside = "; ".join(

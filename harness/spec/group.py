@@ -97,6 +97,14 @@ class GroupSpec:
         return self.transport, self.destination_kind, self.destination or ""
 
     @property
+    def filtered(self) -> bool:
+        """Its consumers may receive only part of what is sent to its destination: a
+        selector, or routing by more than the destination's name (an AMQP binding's key or
+        arguments), so gaps in a stream are not loss."""
+        return bool(self.selector) or \
+            transport_class(self.transport).filters(self.settings("", 0, 0))
+
+    @property
     def embedded(self) -> bool:
         """Its broker lives inside each process: every process runs its own copy of the
         group, and a consumer sees only the producers of its own process."""
@@ -148,7 +156,8 @@ def group_spec(given: dict[str, Any]) -> GroupSpec:
     for option in table().values():
         if option.transports:
             value = values.pop(option.name)
-            if transport in option.transports or value != option.default:
+            unset = value == option.default or (option.multiple and not value)
+            if transport in option.transports or not unset:
                 options[option.name] = value
     values["password"] = password(given)
     return GroupSpec(**values, options=options)

@@ -93,12 +93,13 @@ COMMON: tuple[Option, ...] = (
     # -- the connection (per group)
     Option("host", str, "127.0.0.1", "Broker host.", scope=C),
     Option("port", int, 0, "Broker port; 0 = the protocol's default (STOMP 61613, MQTT "
-           "1883).", scope=C, low=0, high=65535),
+           "1883, AMQP 5672).", scope=C, low=0, high=65535),
     Option("flavour", str, "", "Broker dialect: STOMP activemq (default), rabbitmq, "
-           "artemis, generic; MQTT mosquitto (default), activemq, rabbitmq, generic.",
-           scope=C),
-    Option("protocol", str, "", "Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 or "
-           "5 (default where the flavour has it).", scope=C),
+           "artemis, generic; MQTT mosquitto (default), activemq, rabbitmq, generic; AMQP "
+           "0-9-1 rabbitmq (default), generic; AMQP 1.0 rabbitmq (default), activemq, "
+           "artemis, generic.", scope=C),
+    Option("protocol", str, "", "Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 "
+           "(default) or 5.", scope=C),
     Option("user", str, None, "Login user name.", scope=C),
     Option("password", str, None, "Login password (never printed or written; prefer "
            "--password-env or --password-file).", scope=C),

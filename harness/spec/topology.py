@@ -41,7 +41,7 @@ def endpoints(run: RunSpec) -> dict[tuple[str, str, str], Endpoint]:
         point = out.get(key)
         if point is None:
             point = out[key] = Endpoint(*key, [], [], [], False, 0)
-        if group.selector or (group.destination_max is not None and key[1] == "topic"):
+        if group.filtered or (group.destination_max is not None and key[1] == "topic"):
             point.filtered = True
         point.groups.append(i)
         if group.role in PRODUCERS:
@@ -80,7 +80,7 @@ def exclusive_consumers(run: RunSpec, cell: Collection[int]) -> dict[int, bool]:
             group = run.groups[i]
             if i not in cell:
                 continue
-            if group.selector or group.destination_max is not None:
+            if group.filtered or group.destination_max is not None:
                 # A filter sees part of each stream; with numbered destinations, threads of
                 # one group may share one: gaps are not loss.
                 out[i] = False

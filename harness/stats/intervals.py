@@ -282,7 +282,7 @@ class RunStats:
         adjust: dict[str, tuple[int, int]] = {}
         for seen in streams:
             spec = self.run.groups[seen.group]
-            if spec.role not in CONSUMERS or spec.messages or spec.selector \
+            if spec.role not in CONSUMERS or spec.messages or spec.filtered \
                     or spec.destination_max is not None or seen.seen:
                 continue
             tail = 0
@@ -340,7 +340,10 @@ class RunStats:
         for point in endpoints(self.run).values():
             if not point.checked:
                 continue
-            sent = sum(self.groups[i].everything["sent"] for i in point.producers)
+            # A send the broker refused after it was counted (a returned or negatively
+            # confirmed message) was sent, but is not expected at any consumer.
+            sent = sum(self.groups[i].everything["sent"] - self.groups[i].everything["refused"]
+                       for i in point.producers)
             received = sum(self.groups[i].everything["received"] for i in point.consumers)
             expected = sent * point.copies
             destination = str(point)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from array import array
 from typing import Any, NamedTuple
 
-METRICS = ("latency", "service", "delay")
+METRICS = ("latency", "service", "delay", "confirm")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
-            "late", "cpu_us")
+            "late", "refused", "cpu_us")
 
 
 class Sample(NamedTuple):
@@ -39,10 +39,13 @@ class Recorder:
         self.latency: array[int] = array("q")
         self.service: array[int] = array("q")
         self.delay: array[int] = array("q")
+        self.confirm: array[int] = array("q")  # publish to broker confirmation
         self.sent = self.received = self.bytes = self.errors = 0
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
         self.unsent = self.late = 0
+        # Sends counted, then refused by the broker after all (harness.transports.feedback)
+        self.refused = 0
         self.cpu_us = 0  # set by the cell for the group, never by a thread
         self.reasons: dict[str, str] = {}
 

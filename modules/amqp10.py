@@ -1,0 +1,430 @@
+"""AMQP 1.0 through python-qpid-proton: the standard protocol of the JMS brokers (ActiveMQ,
+Artemis, Qpid) and of RabbitMQ's AMQP 1.0 plugin.
+
+Connections and links are made with Proton's BlockingConnection; after that the worker thread
+turns Proton's container itself (Container.process), as the amqp transport turns pika's loop:
+a send only queues the message on its link, and the thread writes every WRITE_EVERY sends and
+before it sleeps, or waits for the broker to settle what it sent.
+
+Settlement: at-least-once by default (the broker settles each message; without --confirm a
+send waits for that, as a JMS persistent send does; with --confirm N at most N wait, and the
+time to settlement is the confirm metric; a message the broker rejects or releases is a
+failed send). --settle at-most-once sends presettled. Receivers get --prefetch messages of
+link credit (default 100) and accept each message unless it came presettled.
+
+A flavour picks the addresses: rabbitmq `/queue/NAME` and `/topic/NAME` (its plugin's
+amq.topic routing), activemq `queue://NAME` and `topic://NAME`, artemis and generic the name
+itself (artemis with the link capability `queue` or `topic`). Selectors travel as the
+standard `apache.org:selector-filter:string` filter, durable subscriptions as a durable,
+never-expiring source named after --durable-name; both only where the broker applies them.
+The harness's fields travel in the application property `harness` (`<seq>,<intended ns>,
+<sent ns>,<crc or ->,<producer id>`), --property values as application properties too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import proton
+import proton.handlers
+import proton.reactor
+import proton.utils
+from harness.transports.base import Capability, TransportError
+from harness.transports.driven import DrivenTransport
+from harness.transports.message import HEADER, Destination, Message, from_header, header
+from harness.transports.options import option
+from harness.transports.settings import Settings
+
+from harness.clock import now_ns
+
+DEFAULT_PORT = 5672
+CONNECT_TIMEOUT_S = 10.0
+SETTLE_TIMEOUT_S = 10.0
+DEFAULT_CREDIT = 100
+SETTLE_MODES = ("at-least-once", "at-most-once")
+
+_BASE = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | \
+    Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+# Transactions: Proton's blocking API has none, so every flavour refuses -tx.
+FLAVOURS: dict[str, Capability] = {
+    # RabbitMQ 3.x's plugin ignores selector filters and has no durable subscriptions.
+    "rabbitmq": _BASE,
+    "activemq": _BASE | Capability.SELECTORS | Capability.DURABLE,
+    "artemis": _BASE | Capability.SELECTORS | Capability.DURABLE,
+    "generic": _BASE,
+}
+PREFIXES: dict[str, tuple[str, str]] = {
+    "rabbitmq": ("/queue/", "/topic/"),
+    "activemq": ("queue://", "topic://"),
+    "artemis": ("", ""),
+    "generic": ("", ""),
+}
+
+
+@dataclass(frozen=True)
+class Amqp10Options:
+    prefetch: int = option(0, "", scope="connection", low=0)
+    confirm: int = option(0, "", low=0)
+    reply_queue: str | None = option(None, "")
+    settle: str = option("at-least-once", "AMQP 1.0 settlement: at-least-once (the broker "
+                         "settles each message) or at-most-once (presettled).",
+                         scope="connection")
+
+
+class _Capability(proton.reactor.LinkOption):
+    """Tells Artemis whether an address is a queue (anycast) or a topic (multicast)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def apply(self, link: Any) -> None:
+        terminus = link.source if link.is_receiver else link.target
+        terminus.capabilities.put_object(proton.symbol(self.kind))
+
+
+class _Inbound(proton.handlers.MessagingHandler):
+    """Runs inside Container.process on the worker thread: each message goes straight to
+    the measurement (or the inbox). Proton's own blocking receiver wakes its caller once per
+    message, which cost about 125 us a message here."""
+
+    def __init__(self, transport: Amqp10Transport, credit: int) -> None:
+        super().__init__(prefetch=credit, auto_accept=False)
+        self.transport = transport
+
+    def on_message(self, event: Any) -> None:
+        transport = self.transport
+        transport.arrivals += 1
+        transport.dispatching = True
+        try:
+            transport.arrived((event.message, event.delivery))
+        finally:
+            transport.dispatching = False
+
+
+class Amqp10Transport(DrivenTransport):
+    name = "amqp10"
+    default_port = DEFAULT_PORT
+    default_flavour = "rabbitmq"
+    description = "AMQP 1.0 via python-qpid-proton; flavours rabbitmq, activemq, artemis, " \
+        "generic"
+    capabilities = FLAVOURS["rabbitmq"]
+    Options = Amqp10Options
+    settings: Settings[Amqp10Options]
+
+    @classmethod
+    def capabilities_for(cls, settings: Settings[Any]) -> Capability:
+        return FLAVOURS.get(settings.flavour or "rabbitmq", FLAVOURS["generic"])
+
+    @classmethod
+    def problems(cls, settings: Settings[Amqp10Options]) -> list[tuple[str, str]]:
+        out = []
+        if (settings.flavour or "rabbitmq") not in FLAVOURS:
+            out.append(("--flavour", f"AMQP 1.0 flavours are {', '.join(FLAVOURS)}"))
+        if (settings.protocol or "1.0") != "1.0":
+            out.append(("--protocol", "the amqp10 transport speaks 1.0 (amqp speaks 0-9-1)"))
+        if settings.options.settle not in SETTLE_MODES:
+            out.append(("--settle", f"settlement modes are {', '.join(SETTLE_MODES)}"))
+        flavour = settings.flavour or "rabbitmq"
+        if settings.selector and flavour == "rabbitmq":
+            out.append(("--selector", "RabbitMQ's AMQP 1.0 plugin ignores selector filters; "
+                        "give --flavour activemq or artemis for a broker that applies them"))
+        if settings.durable_name and flavour in ("rabbitmq", "generic"):
+            out.append(("--durable-name", f"no durable subscriptions on {flavour} over AMQP "
+                        "1.0; give --flavour activemq or artemis"))
+        if settings.transacted:
+            out.append(("-tx", "python-qpid-proton's blocking API has no transactions: "
+                        "use the amqp transport (AMQP 0-9-1) or stomp for transacted runs"))
+        if settings.options.confirm and settings.options.settle == "at-most-once":
+            out.append(("--confirm", "presettled (at-most-once) sends are never confirmed"))
+        if settings.options.confirm and settings.role not in ("Sender", "Publisher",
+                                                              "Requestor"):
+            out.append(("--confirm", "confirms are for Sender, Publisher and Requestor"))
+        return out
+
+    def __init__(self, settings: Settings[Amqp10Options]) -> None:
+        super().__init__(settings)
+        self.flavour = settings.flavour or "rabbitmq"
+        self.presettled = settings.options.settle == "at-most-once"
+        self.window = settings.options.confirm or 1
+        self.timed = bool(settings.options.confirm)
+        self.conn: Any = None
+        self.senders: dict[str, Any] = {}
+        self.receiver: Any = None
+        self.subscription: Destination | None = None
+        self.reply_address: str | None = None
+        self.arrivals = 0  # messages received: what a turn waits for
+
+    # -- Proton's container, turned on this thread
+    def _turn(self, timeout: float, done: Callable[[], bool] | None = None) -> None:
+        """Turn the container until done() (default: anything arrived) or timeout.
+
+        One process() call does one step: dispatch the events there are, or wait on the
+        socket for up to the container's timeout (what that wait reads is dispatched by the
+        next call), so a turn takes as many calls as it needs; with timeout 0, one round of
+        each step (writes out what is queued, reads what is there).
+        """
+        container = self.conn.container
+        arrivals = self.arrivals
+        if done is None:
+            def done() -> bool:
+                return self.arrivals != arrivals
+        deadline = time.monotonic() + timeout
+        steps = 0
+        try:
+            while True:
+                container.timeout = max(deadline - time.monotonic(), 0.0)
+                container.process()
+                steps += 1
+                if done() or (time.monotonic() >= deadline and steps >= 3):
+                    return
+        except proton.ProtonException as exc:
+            self._lost(exc)
+            raise TransportError(_reason(exc)) from None
+
+    def _lost(self, exc: BaseException) -> None:
+        if self.connected:
+            self.connected = False
+            self.outages.went_down()
+        self._lose_pending("settle", "connection lost before the broker settled the send: "
+                           f"{_reason(exc)}")
+
+    def open(self) -> None:
+        s = self.settings
+        host, port = s.address(DEFAULT_PORT)
+        scheme = "amqps" if s.tls else "amqp"
+        kwargs: dict[str, Any] = {}
+        if s.user is not None:
+            kwargs.update(user=s.user, password=s.password or "", allow_insecure_mechs=True)
+        ssl_domain = None
+        if s.tls:
+            ssl_domain = proton.SSLDomain(proton.SSLDomain.MODE_CLIENT)
+            if s.ca:
+                ssl_domain.set_trusted_ca_db(s.ca)
+                ssl_domain.set_peer_authentication(proton.SSLDomain.VERIFY_PEER_NAME)
+            if s.cert:
+                ssl_domain.set_credentials(s.cert, s.key, None)
+        container = proton.reactor.Container()
+        # A durable subscription is found again by its container id and link name.
+        client = self.client_id(stable=bool(s.durable_name))
+        if client:
+            container.container_id = client
+        try:
+            self.conn = proton.utils.BlockingConnection(
+                f"{scheme}://{host}:{port}", timeout=CONNECT_TIMEOUT_S, container=container,
+                ssl_domain=ssl_domain, **kwargs)
+        except (proton.ProtonException, OSError) as exc:
+            raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
+        self.connected = True
+        self.senders.clear()
+
+    def _reopen(self) -> None:
+        self._drop()
+        self.open()
+        if self.subscription is not None:
+            self._receive_from(self.subscription)
+
+    # -- addresses and links
+    def _address(self, destination: Destination) -> str:
+        name = destination.name
+        if destination.kind == "reply" and not name:
+            return self.reply_address or ""  # the dynamic node the broker named
+        if "/" in name or "://" in name or destination.kind == "reply":
+            return name  # a broker-given or full address (a reply-to)
+        queue, topic = PREFIXES[self.flavour]
+        return (topic if destination.kind == "topic" else queue) + name
+
+    def _link_options(self, kind: str, receiving: bool) -> list[Any]:
+        options: list[Any] = []
+        if self.presettled:
+            options.append(proton.reactor.AtMostOnce())
+        else:
+            options.append(proton.reactor.AtLeastOnce())
+        if self.flavour == "artemis" and kind in ("queue", "topic"):
+            options.append(_Capability(kind))
+        return options
+
+    def _sender(self, destination: Destination) -> Any:
+        address = self._address(destination)
+        sender = self.senders.get(address)
+        if sender is None:
+            try:
+                sender = self.conn.create_sender(
+                    address, options=self._link_options(destination.kind, False))
+            except (proton.ProtonException, OSError) as exc:
+                raise TransportError(f"cannot send to {address}: {_reason(exc)}") from None
+            self.senders[address] = sender
+        return sender
+
+    # -- messages
+    def send(self, destination: Destination, message: Message) -> None:
+        if not self.connected:
+            self._check()
+        link = self._sender(destination).link
+        properties = {HEADER: header(message)}
+        if message.properties:
+            properties.update(message.properties)
+        out = proton.Message(body=bytes(message.body), properties=properties,
+                             correlation_id=message.correlation_id,
+                             reply_to=self._address(message.reply_to)
+                             if message.reply_to is not None else None,
+                             durable=message.persistent)
+        try:
+            delivery = link.send(out)
+        except (proton.ProtonException, OSError) as exc:
+            self._lost(exc)
+            raise TransportError(f"send failed: {_reason(exc)}") from None
+        self._sent(None if self.presettled else delivery, message)
+        if len(self.pending) >= self.window and not self.dispatching:
+            self._settle(self.window - 1)
+            if not self.timed and self.feedback.failed:
+                # Waited for: a refusal is this send's failure, not a later one.
+                _, _, reason = self.feedback.failed.pop()
+                raise TransportError(reason)
+
+    def _settle(self, most: int) -> None:
+        """Turn the container until at most `most` sends await the broker's settlement."""
+        pending = self.pending
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while True:
+            at = now_ns()
+            while pending and pending[0][0].settled:
+                delivery, seq, sent = pending.popleft()
+                state = delivery.remote_state
+                if state in (proton.Delivery.REJECTED, proton.Delivery.RELEASED,
+                             proton.Delivery.MODIFIED):
+                    condition = getattr(delivery.remote_condition, "description", None)
+                    self.feedback.failed.append(
+                        (seq, "settle", f"the broker {_STATES.get(state, 'refused')} the "
+                         f"message{': ' + condition if condition else ''}"))
+                elif self.timed:
+                    self.feedback.confirm_us.append((at - sent) // 1000)
+                delivery.settle()
+            if len(pending) <= most or not self.connected:
+                return
+            if time.monotonic() > deadline:
+                self._lose_pending("settle", f"not settled within {SETTLE_TIMEOUT_S:g} s")
+                return
+            self._turn(0.05, lambda: pending[0][0].settled)
+
+    def _write_out(self) -> None:
+        self._turn(0)
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        # Messages wait on a link until the broker gives credit: that is its flow control.
+        while self._queued() and self.connected and time.monotonic() < deadline:
+            self._turn(0.01, lambda: not self._queued())
+        if self.pending:
+            self._settle(len(self.pending))
+
+    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+        # A Responder's reply may open a link to a new reply address, which waits for the
+        # broker: that cannot happen inside the container's dispatch, so it pulls.
+        return self.settings.role != "Responder" and super().deliver(sink)
+
+    def _queued(self) -> bool:
+        return any(s.link.queued for s in self.senders.values())
+
+    def subscribe(self, destination: Destination) -> None:
+        self.subscription = destination
+        if not self.connected:
+            self._check()
+            return
+        self._receive_from(destination)
+
+    def _receive_from(self, destination: Destination) -> None:
+        s = self.settings
+        credit = s.options.prefetch or DEFAULT_CREDIT
+        options = self._link_options(destination.kind, True)
+        name = None
+        if s.selector:
+            options.append(proton.reactor.Selector(s.selector))
+        if s.durable_name:
+            options.append(proton.reactor.DurableSubscription())
+            name = f"{s.durable_name}{s.process}.{s.thread}"
+        dynamic = destination.kind == "reply" and destination.name == ""
+        address = None if dynamic else self._address(destination)
+        try:
+            self.receiver = self.conn.create_receiver(
+                address, credit=credit, dynamic=dynamic, name=name, options=options,
+                handler=_Inbound(self, credit))
+        except (proton.ProtonException, OSError) as exc:
+            raise TransportError(f"cannot receive from {address or 'a temporary queue'}: "
+                                 f"{_reason(exc)}") from None
+        if dynamic:
+            self.reply_address = self.receiver.link.remote_source.address
+
+    def _tend(self) -> None:
+        if self.pending:
+            self._settle(len(self.pending))  # what settled meanwhile, without waiting
+
+    def message(self, raw: Any) -> Message:
+        raw, delivery = raw
+        properties = raw.properties
+        fields = properties.get(HEADER) if properties else None
+        seq, ts, sent, crc, producer = from_header(None if fields is None else str(fields))
+        body = raw.body
+        if isinstance(body, str):
+            body = body.encode()
+        elif not isinstance(body, bytes):
+            body = bytes(body or b"")
+        reply_to = raw.reply_to
+        correlation = raw.correlation_id
+        return Message(body, producer, seq, ts, sent, crc, None,
+                       None if correlation is None else str(correlation),
+                       Destination("reply", reply_to) if reply_to else None, raw.durable,
+                       delivery)
+
+    def ack(self, message: Message) -> None:
+        delivery = message.handle
+        if delivery is None or delivery.settled:
+            return  # it came presettled: nothing to accept
+        try:
+            delivery.update(proton.Delivery.ACCEPTED)
+            delivery.settle()
+        except (proton.ProtonException, OSError) as exc:
+            self._lost(exc)
+            raise TransportError(f"accept failed: {_reason(exc)}") from None
+
+    def temporary_queue(self) -> Destination:
+        s = self.settings
+        if s.options.reply_queue:
+            return Destination("queue", f"{s.options.reply_queue}.{s.process}.{s.thread}")
+        if self.flavour == "rabbitmq":
+            # RabbitMQ 3.x's plugin makes no dynamic nodes; a receiver on an exchange
+            # address gets a queue of its own that goes with the link.
+            return Destination("reply", f"/exchange/amq.direct/harness.reply."
+                                        f"{uuid.uuid4().hex[:16]}")
+        return Destination("reply", "")  # a dynamic node: the broker names it
+
+    def _drop(self) -> None:
+        conn, self.conn = self.conn, None
+        self.receiver = None
+        self.senders.clear()
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        if self.conn is None:
+            return
+        if self.connected:
+            with contextlib.suppress(TransportError):
+                self.flush()
+                if self.pending:
+                    self._settle(0)
+        self._lose_pending("settle", "closed before the broker settled the send")
+        self.connected = False
+        self._drop()
+
+
+_STATES = {proton.Delivery.REJECTED: "rejected", proton.Delivery.RELEASED: "released",
+           proton.Delivery.MODIFIED: "modified"}
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.replace("\n", " ")

@@ -1,0 +1,99 @@
+"""What the transports whose client library's I/O loop the worker thread turns itself (pika's
+SelectConnection, Proton's container) share: a send queues, flush() writes; receive() turns
+the loop, which hands each message to the measurement on this same thread or to the inbox;
+a lost connection is opened again from this thread, at most every RECONNECT_EVERY_S; and the
+sends awaiting the broker's confirmation, which become failed sends when it is lost."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from abc import abstractmethod
+from collections import deque
+from typing import Any
+
+from harness.transports.base import TransportError
+from harness.transports.message import Message
+from harness.transports.network import NetworkTransport
+from harness.transports.settings import Settings
+
+RECONNECT_EVERY_S = 0.5
+WRITE_EVERY = 64  # sends queued before they are written out
+
+
+class DrivenTransport(NetworkTransport):
+    def __init__(self, settings: Settings[Any]) -> None:
+        super().__init__(settings)
+        self.connected = False
+        self.last_attempt = 0.0
+        self.unwritten = 0
+        # (delivery handle, sequence number, actual send ns) of sends awaiting confirmation
+        self.pending: deque[tuple[Any, int, int]] = deque()
+        # Inside the library's dispatch (a Responder replying as a request arrives): nothing
+        # may turn the loop again there.
+        self.dispatching = False
+
+    @abstractmethod
+    def _turn(self, timeout: float) -> None:
+        """Wait up to timeout for the socket, then run what it brought."""
+
+    @abstractmethod
+    def _reopen(self) -> None:
+        """Connect again, and declare and subscribe what the lost connection had."""
+
+    @abstractmethod
+    def _write_out(self) -> None:
+        """Turn the loop until what send() queued is written (or the broker holds it back
+        for longer than the transport waits)."""
+
+    def _tend(self) -> None:
+        """Between receives: what the transport does beside taking messages."""
+
+    def _check(self) -> None:
+        """Reconnect a lost connection, or raise TransportError."""
+        if self.connected:
+            return
+        now = time.monotonic()
+        if now - self.last_attempt < RECONNECT_EVERY_S:
+            raise TransportError("not connected")
+        self.last_attempt = now
+        self.outages.went_down()
+        self._reopen()
+        self.outages.came_up()
+
+    def _sent(self, handle: Any, message: Message) -> None:
+        """Count a queued send; write out every WRITE_EVERY, never inside a dispatch."""
+        if handle is not None:
+            self.pending.append((handle, message.seq, time.monotonic_ns()))
+        self.unwritten += 1
+        if self.unwritten >= WRITE_EVERY and not self.dispatching:
+            self.flush()
+
+    def _lose_pending(self, kind: str, reason: str) -> None:
+        while self.pending:
+            _, seq, _ = self.pending.popleft()
+            self.feedback.failed.append((seq, kind, reason))
+
+    def flush(self) -> None:
+        self.unwritten = 0
+        if not self.connected:
+            with contextlib.suppress(TransportError):
+                self._check()
+            return
+        self._write_out()
+
+    def receive(self, timeout: float) -> Message | None:
+        if not self.connected:
+            try:
+                self._check()
+            except TransportError:
+                time.sleep(timeout)
+                raise
+        if not len(self.inbox):
+            if timeout <= 0 and self.sink is not None:
+                # Handing over to deliver(): the caller drains what came before, under the
+                # lock a pushed message would take too; turning the loop would deadlock.
+                return None
+            self._turn(timeout)
+        self._tend()
+        return self.take(0)

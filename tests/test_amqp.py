@@ -1,0 +1,241 @@
+"""The amqp (AMQP 0-9-1 through pika) and amqp10 (AMQP 1.0 through Proton) transports against
+a real RabbitMQ (its AMQP 1.0 plugin enabled by the broker script)."""
+
+import json
+import subprocess
+import time
+
+import pika
+import pytest
+from harness.transports.amqp import AmqpTransport
+from harness.transports.message import Destination, Message
+
+from harness.stats.histogram import decode
+from tests.conftest import settings_for, unique
+
+
+def rabbitmq_queues() -> dict[str, tuple[str, int]]:
+    """name -> (type, messages) of every queue, as RabbitMQ lists them."""
+    out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "type", "messages"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    queues = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2].isdigit():
+            queues[parts[0]] = (parts[1], int(parts[2]))
+    return queues
+
+
+def depth(queue: str) -> int:
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    try:
+        return connection.channel().queue_declare(queue, passive=True).method.message_count
+    finally:
+        connection.close()
+
+
+def test_every_role_with_competing_receivers_and_both_reply_paths(harness, brokers):
+    q, t, r = unique("amqp.q"), unique("amqp.t"), unique("amqp.r")
+    done = harness(
+        "run", "-m", "amqp.Sender", "-d", q, "-mg", "600", "-rt", "600", "-ss", "1",
+        "-g", f"-m amqp.Receiver -d {q} -nt 2 --ack client --ack-every 7 --prefetch 50",
+        "-g", f"-m amqp.Publisher -d {t} -mg 300 -rt 300",
+        "-g", f"-m amqp.Subscriber -d {t} -nt 2",
+        "-g", f"-m amqp.Requestor -gn direct -d {r} -mg 150 -rt 150",
+        "-g", f"-m amqp.Requestor -gn named -d {r} -mg 150 -rt 150 --reply-queue {r}.reply",
+        "-g", f"-m amqp.Responder -d {r}")
+    assert done.code == 0, done.stderr
+    g = done.summary["groups"]
+    assert g["sender"]["sent"] == 600 and g["receiver"]["received"] == 600
+    assert g["publisher"]["sent"] == 300 and g["subscriber"]["received"] == 600
+    # Each request answered once: through direct reply-to and through a named reply queue.
+    assert g["direct"]["received"] == 150 and g["named"]["received"] == 150
+    assert g["responder"]["received"] == 300 and g["responder"]["sent"] == 300
+    for name, group in g.items():
+        assert group["errors"] == 0 and group["lost"] == 0, name
+    delivery = {d["destination"]: d for d in done.summary["delivery"]}
+    assert delivery[f"amqp:queue:{q}"]["missing"] == 0
+    assert delivery[f"amqp:queue:{q}"]["duplicated"] == 0
+    assert delivery[f"amqp:topic:{t}"]["expected"] == 600
+    assert delivery[f"amqp:topic:{t}"]["missing"] == 0
+
+
+def test_publisher_confirms_lose_nothing_and_are_timed(harness, brokers):
+    q = unique("amqp.confirm")
+    done = harness("run", "-m", "amqp.Sender", "-d", q, "-pp", "--confirm", "20", "-mg", "2000",
+                   "-rt", "2000", "-ss", "1", "-g",
+                   f"-m amqp.Receiver -d {q} --ack client-individual --prefetch 100")
+    assert done.code == 0, done.stderr
+    sender, receiver = done.summary["groups"]["sender"], done.summary["groups"]["receiver"]
+    assert sender["sent"] == receiver["received"] == 2000
+    assert sender["errors"] == sender["refused"] == 0
+    # Every send's confirmation is timed, in a histogram of its own.
+    confirm = decode(sender["histograms"]["confirm"])
+    assert confirm.get_total_count() == 2000
+    assert confirm.get_value_at_percentile(50) > 0
+    assert "publisher confirms p50" in done.stdout
+
+
+def test_quorum_queue(harness, brokers):
+    q = unique("amqp.quorum")
+    done = harness("run", "-m", "amqp.Sender", "-d", q, "--queue-type", "quorum", "-pp",
+                   "--confirm", "50", "-mg", "500", "-rt", "1000", "-ss", "1", "-g",
+                   f"-m amqp.Receiver -d {q} --queue-type quorum --ack client-individual "
+                   "--prefetch 50")
+    assert done.code == 0, done.stderr
+    assert done.summary["groups"]["receiver"]["received"] == 500
+    assert done.summary["groups"]["receiver"]["lost"] == 0
+    assert rabbitmq_queues()[q][0] == "quorum"
+
+
+def test_stream_queue_consumer_starts_at_the_offset_asked(harness, brokers, tmp_path):
+    q = unique("amqp.stream")
+    first = harness("run", "-m", "amqp.Sender", "-d", q, "--queue-type", "stream", "-mg", "300",
+                    "-rt", "1000", "-ss", "1")
+    assert first.code == 0, first.stderr
+    assert rabbitmq_queues()[q][0] == "stream"
+    # A later run's consumer reads the stream from its start: the earlier run's messages,
+    # counted as foreign (not this run's producers'), not timed.
+    again = harness("run", "-m", "amqp.Receiver", "-d", q, "--queue-type", "stream",
+                    "--stream-offset", "first", "--ack", "client", "--prefetch", "100",
+                    "-mg", "300", "-ss", "1", "-o", str(tmp_path / "again"), output=False)
+    assert again.code == 0, again.stderr
+    (run_dir,) = (tmp_path / "again").iterdir()
+    receiver = json.loads((run_dir / "summary.json").read_text())["groups"]["receiver"]
+    assert receiver["received"] == receiver["foreign"] == 300
+
+
+def test_exchange_types_route_as_declared(harness, brokers):
+    base = unique("amqp.x")
+    topic, fanout, headers = f"{base}.topic", f"{base}.fanout", f"{base}.headers"
+    done = harness(
+        "run", "-m", "amqp.Publisher", "-gn", "to-topic", "-d", base, "--exchange", topic,
+        "--exchange-type", "topic", "--routing-key", "orders.eu", "-mg", "200", "-rt", "400",
+        "-ss", "1",
+        "-g", f"-m amqp.Subscriber -gn star -d {base} --exchange {topic} --exchange-type topic "
+              "--routing-key orders.*",
+        "-g", f"-m amqp.Subscriber -gn us -d {base} --exchange {topic} --exchange-type topic "
+              "--routing-key orders.us",
+        "-g", f"-m amqp.Publisher -gn to-fanout -d {base}.f --exchange {fanout} "
+              "--exchange-type fanout -mg 200 -rt 400",
+        "-g", f"-m amqp.Subscriber -gn all -d {base}.f --exchange {fanout} "
+              "--exchange-type fanout -nt 2",
+        "-g", f"-m amqp.Publisher -gn to-headers -d {base}.h --exchange {headers} "
+              "--exchange-type headers --property region=eu -mg 200 -rt 400",
+        "-g", f"-m amqp.Subscriber -gn eu -d {base}.h --exchange {headers} "
+              "--exchange-type headers --bind-arg x-match=all --bind-arg region=eu",
+        "-g", f"-m amqp.Subscriber -gn elsewhere -d {base}.h --exchange {headers} "
+              "--exchange-type headers --bind-arg region=us")
+    assert done.code == 0, done.stderr
+    received = {name: g["received"] for name, g in done.summary["groups"].items()}
+    assert received["star"] == 200 and received["us"] == 0
+    assert received["all"] == 400  # a fanout gives every queue bound to it a copy
+    assert received["eu"] == 200 and received["elsewhere"] == 0
+    # A binding that routes by more than the name sees part of what is sent there: not
+    # counted as loss.
+    assert all(g["lost"] == 0 for g in done.summary["groups"].values())
+
+
+def test_returned_mandatory_messages_count_as_failed_sends(harness, brokers):
+    exchange = unique("amqp.nowhere")
+    done = harness("run", "-m", "amqp.Sender", "-d", "unbound", "--exchange", exchange,
+                   "--mandatory", "--confirm", "10", "-mg", "100", "-rt", "500", "-ss", "1")
+    assert done.code == 0, done.stderr
+    sender = done.summary["groups"]["sender"]
+    assert sender["sent"] == 100
+    assert sender["errors"] == sender["refused"] == 100
+    assert "NO_ROUTE" in done.stdout + done.stderr
+
+
+def test_a_transaction_shows_nothing_before_its_commit(brokers):
+    q = unique("amqp.tx")
+    transport = AmqpTransport(settings_for("amqp.Sender", transacted=True))
+    transport.connect()
+    try:
+        transport.begin()
+        for seq in range(5):
+            transport.send(Destination("queue", q), Message(b"x", "tester", seq, 0, 0))
+        transport.flush()
+        time.sleep(0.3)
+        assert depth(q) == 0
+        transport.commit()
+        assert depth(q) == 5
+    finally:
+        transport.close()
+
+
+def test_transacted_run_commits_every_cc(harness, brokers):
+    q = unique("amqp.txrun")
+    done = harness("run", "-m", "amqp.Sender", "-d", q, "-tx", "-cc", "10", "-mg", "300",
+                   "-rt", "600", "-ss", "1", "-g", f"-m amqp.Receiver -d {q} -tx -cc 7")
+    assert done.code == 0, done.stderr
+    sender, receiver = done.summary["groups"]["sender"], done.summary["groups"]["receiver"]
+    assert sender["commits"] == 30
+    assert receiver["received"] == 300 and receiver["lost"] == 0
+    assert receiver["commits"] == 43  # 42 of 7 and the remainder at the end
+
+
+def test_amqp10_every_role_settled_and_presettled(harness, brokers):
+    q, p, t, r = (unique(f"amqp10.{k}") for k in "qptr")
+    done = harness(
+        "run", "-m", "amqp10.Sender", "-d", q, "-mg", "300", "-rt", "300", "-ss", "1",
+        "--confirm", "10",
+        "-g", f"-m amqp10.Receiver -d {q}",
+        "-g", f"-m amqp10.Sender -gn presettled -d {p} -mg 300 -rt 300 --settle at-most-once",
+        "-g", f"-m amqp10.Receiver -gn takes-presettled -d {p} --settle at-most-once",
+        "-g", f"-m amqp10.Publisher -d {t} -mg 200 -rt 200",
+        "-g", f"-m amqp10.Subscriber -d {t} -nt 2",
+        "-g", f"-m amqp10.Requestor -d {r} -mg 100 -rt 100",
+        "-g", f"-m amqp10.Responder -d {r}")
+    assert done.code == 0, done.stderr
+    g = done.summary["groups"]
+    assert g["sender"]["sent"] == g["receiver"]["received"] == 300
+    assert decode(g["sender"]["histograms"]["confirm"]).get_total_count() == 300
+    assert g["presettled"]["sent"] == g["takes-presettled"]["received"] == 300
+    assert "confirm" not in g["presettled"]
+    assert g["subscriber"]["received"] == 400
+    assert g["requestor"]["received"] == 100 and g["responder"]["sent"] == 100
+    for name, group in g.items():
+        assert group["errors"] == 0 and group["lost"] == 0, name
+
+
+@pytest.mark.parametrize(("args", "flag", "words"), [
+    (["-m", "amqp.Receiver", "-d", "q", "--selector", "a = 1"], "--selector",
+     "headers exchange"),
+    (["-m", "amqp.Receiver", "-d", "q", "--queue-type", "stream"], "--queue-type",
+     "--prefetch"),
+    (["-m", "amqp.Receiver", "-d", "q", "--queue-type", "lazy"], "--queue-type",
+     "classic, quorum, stream"),
+    (["-m", "amqp.Subscriber", "-d", "t", "--queue-type", "quorum"], "--queue-type",
+     "--durable-name"),
+    (["-m", "amqp.Receiver", "-d", "q", "--queue-type", "quorum", "--exclusive"],
+     "--queue-type", "exclusive"),
+    (["-m", "amqp.Sender", "-d", "q", "--confirm", "5", "-tx"], "--confirm", "transactional"),
+    (["-m", "amqp.Receiver", "-d", "q", "--confirm", "5"], "--confirm", "Sender"),
+    (["-m", "amqp.Sender", "-d", "q", "--exchange-type", "fanout"], "--exchange-type",
+     "--exchange"),
+    (["-m", "amqp.Sender", "-d", "q", "--exchange", "x", "--exchange-type", "random"],
+     "--exchange-type", "direct, topic"),
+    (["-m", "amqp.Receiver", "-d", "q", "--queue-arg", "x-max-length"], "--queue-arg",
+     "key=value"),
+    (["-m", "amqp.Receiver", "-d", "q", "--ack", "sometimes"], "--ack", "auto"),
+    (["-m", "amqp.Requestor", "-d", "q", "--flavour", "generic"], "--reply-queue",
+     "direct reply-to"),
+    (["-m", "amqp.Sender", "-d", "q", "--protocol", "1.0"], "--protocol", "amqp10"),
+    (["-m", "amqp10.Receiver", "-d", "q", "--selector", "a = 1"], "--selector",
+     "ignores selector"),
+    (["-m", "amqp10.Subscriber", "-d", "t", "--durable-name", "d"], "--durable-name",
+     "activemq or artemis"),
+    (["-m", "amqp10.Sender", "-d", "q", "-tx"], "-tx", "no transactions"),
+    (["-m", "amqp10.Sender", "-d", "q", "--settle", "at-most-once", "--confirm", "3"],
+     "--confirm", "presettled"),
+    (["-m", "amqp10.Sender", "-d", "q", "--settle", "twice"], "--settle", "at-least-once"),
+    (["-m", "stomp.Sender", "-d", "q", "--exchange", "x"], "--exchange", "only amqp"),
+])
+def test_what_a_transport_cannot_do_is_refused_before_the_run(harness, args, flag, words):
+    done = harness("run", *args, "-rl", "1")
+    assert done.code != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"harness: error: {flag}:"), done.stderr
+    assert words in lines[0]
+    assert done.run_dir is None
