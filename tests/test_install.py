@@ -97,3 +97,16 @@ def test_merge_of_two_tiny_runs(installed: Path, tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["runs"]["tiny"]["groups"]["receiver"]["received"] == 2 * 200
     assert (tmp_path / "merged" / "report.html").is_file()
+
+
+def test_an_extra_not_installed_is_named_not_a_traceback(installed: Path, tmp_path: Path) -> None:
+    # The wheel is installed without extras: pika and Proton are missing.
+    listed = run(installed, tmp_path, "modules")
+    assert listed.returncode == 0, listed.stderr
+    assert "stomp.Sender" in listed.stdout
+    assert "pip install 'broker-harness[amqp]'" in listed.stdout
+    assert "pip install 'broker-harness[amqp10]'" in listed.stdout
+    done = run(installed, tmp_path, "run", "-m", "amqp.Sender", "-d", "q", "-rl", "1")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("harness: error: -m: the amqp transport needs the Python "
+                                   "package pika: pip install 'broker-harness[amqp]'")

@@ -7,6 +7,7 @@
 #   RabbitMQ 3.10   AMQP 0-9-1 and AMQP 1.0 5672, STOMP 61614, MQTT 1885
 #
 # usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq]
+#        HARNESS_RABBITMQ_MANAGEMENT=1 also enables RabbitMQ's management plugin (127.0.0.1:15672)
 #        (default: all three; restart is for fault tests: it restarts whoever started the broker)
 #
 # Idempotent: a broker that already runs is kept, and only the listener or plugin we need is
@@ -102,9 +103,12 @@ activemq_pid() { pgrep -f 'activemq.jar.*start|org.apache.activemq' | head -1; }
 
 # --- RabbitMQ ------------------------------------------------------------------------------
 RABBITMQ_PLUGINS="rabbitmq_stomp rabbitmq_mqtt rabbitmq_amqp1_0"
+[ -n "${HARNESS_RABBITMQ_MANAGEMENT:-}" ] && RABBITMQ_PLUGINS="$RABBITMQ_PLUGINS rabbitmq_management"
 amqp10_enabled() { as_root rabbitmq-plugins -q is_enabled rabbitmq_amqp1_0 >/dev/null 2>&1; }
+# shellcheck disable=SC2086
+plugins_enabled() { as_root rabbitmq-plugins -q is_enabled $RABBITMQ_PLUGINS >/dev/null 2>&1; }
 rabbitmq_start() {
-    if port_up 61614 && port_up 1885 && amqp10_enabled; then
+    if port_up 61614 && port_up 1885 && plugins_enabled; then
         say "rabbitmq: already up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885"; return
     fi
     ensure_packages rabbitmq-server
@@ -114,6 +118,9 @@ rabbitmq_start() {
     grep -q '^ERL_EPMD_ADDRESS=' "$env" || echo 'ERL_EPMD_ADDRESS=127.0.0.1' | as_root tee -a "$env" >/dev/null
     grep -q '^stomp.listeners.tcp' "$conf" || echo 'stomp.listeners.tcp.1 = 127.0.0.1:61614' | as_root tee -a "$conf" >/dev/null
     grep -q '^mqtt.listeners.tcp' "$conf" || echo 'mqtt.listeners.tcp.1 = 127.0.0.1:1885' | as_root tee -a "$conf" >/dev/null
+    if [ -n "${HARNESS_RABBITMQ_MANAGEMENT:-}" ]; then
+        grep -q '^management.tcp.ip' "$conf" || echo 'management.tcp.ip = 127.0.0.1' | as_root tee -a "$conf" >/dev/null
+    fi
     if port_up 5672 && as_root rabbitmqctl -q status >/dev/null 2>&1; then
         # A running node read its configuration at boot: give the plugins their listeners
         # before enabling them, or they would take the default ports (ActiveMQ's, Mosquitto's).

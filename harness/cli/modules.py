@@ -8,11 +8,16 @@ from harness.cli.app import app, console
 @app.command("modules")
 def list_modules() -> None:
     """List every module (transport x role)."""
+    from harness.errors import BadInput
     from harness.spec.roles import ROLES
     from harness.transports import TRANSPORTS, transport_class
 
     for transport_name in TRANSPORTS:
-        transport = transport_class(transport_name)
+        try:
+            transport = transport_class(transport_name)
+        except BadInput as exc:  # its client library is not installed
+            console.print(f"  ({transport_name}: {exc.problem})", markup=False, style="dim")
+            continue
         for role_name, role in ROLES.items():
             if all(cap & transport.capabilities for cap in role.needs):
                 console.print(f"{transport_name}.{role_name:<11} {role.summary}", markup=False)
