@@ -239,3 +239,36 @@ def test_what_a_transport_cannot_do_is_refused_before_the_run(harness, args, fla
     assert len(lines) == 1 and lines[0].startswith(f"harness: error: {flag}:"), done.stderr
     assert words in lines[0]
     assert done.run_dir is None
+
+
+def test_the_screen_shows_the_confirm_times_the_summary_has(harness, brokers):
+    import asyncio
+
+    from textual.widgets import Static
+
+    from harness.rundir.reader import load
+    from harness.screen.app import RunApp
+    from harness.screen.replay import ReplayFeed
+    from harness.units import format_us
+
+    q = unique("amqp.screen")
+    done = harness("run", "-m", "amqp.Sender", "-d", q, "--confirm", "10", "-rt", "500",
+                   "-rl", "3", "-ss", "1", "-g", f"-m amqp.Receiver -d {q}")
+    assert done.code == 0, done.stderr
+    feed = ReplayFeed(done.run_dir, load(done.run_dir))
+    app = RunApp(feed)
+    rows: dict[str, list[str]] = {}
+
+    async def main() -> None:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("end")
+            await pilot.pause(0.3)
+            panel = app.query_one("#percentiles", Static).content
+            columns = [list(column.cells) for column in panel.columns]
+            for i, label in enumerate(columns[0]):
+                rows[str(label)] = [str(c[i]) for c in columns[1:]]
+
+    asyncio.run(main())
+    confirm = done.summary["groups"]["sender"]["confirm"]
+    assert rows["confirm cumul."] == [format_us(confirm[k]) for k in
+                                      ("p50", "p90", "p99", "p99.9", "max")]

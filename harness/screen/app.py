@@ -198,7 +198,8 @@ class RunApp(App[None]):
         table.add_column("")
         for column in ("p50", "p90", "p99", "p99.9", "max"):
             table.add_column(column, justify="right")
-        metrics = [g.headline] + (["delay"] if "delay" in g.metrics else [])
+        # the send delay of paced producers; publisher confirms (AMQP) where turned on
+        metrics = [g.headline] + [m for m in ("delay", "confirm") if m in g.metrics]
         for metric in metrics:
             for cumulative in (False, True):
                 p = g.percentiles(metric, cumulative)
