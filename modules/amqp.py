@@ -199,13 +199,11 @@ class AmqpTransport(DrivenTransport):
         self.closing = False
         self.close_reason: str | None = None
         self.replying = settings.role == "Responder"  # replies go by the default exchange
-        self.driven_write = settings.role in ("Sender", "Publisher")
         self.ack_mode = "client-individual" if settings.transacted and o.ack == "auto" \
             else o.ack
         self.auto_ack = self.ack_mode == "auto"
         self.routes: dict[Destination, tuple[str, str]] = {}
         self.declared: set[tuple[str, str]] = set()
-        self.subscription: Destination | None = None
         self.unacked = 0  # --ack client: messages since the last (multiple) ack
         self.last_tag: tuple[int, int] | None = None
         self.confirm_window = o.confirm
@@ -303,7 +301,8 @@ class AmqpTransport(DrivenTransport):
         channel.add_on_return_callback(self._returned)
         self.channel = channel
         self.generation += 1
-        self.declared.clear()
+        self.declared.clear()  # what a new channel must declare again
+        self.routes.clear()
         self.next_tag = 0  # confirmation tags are the channel's own too
         self.confirmed_early.clear()
         self.last_tag = None
@@ -349,9 +348,6 @@ class AmqpTransport(DrivenTransport):
     def _reopen(self) -> None:
         self._abandon()
         self.open()
-        self.routes.clear()
-        if self.subscription is not None:
-            self._consume(self.subscription)
 
     # -- topology
     def _exchange(self, kind: str) -> str:
@@ -462,14 +458,7 @@ class AmqpTransport(DrivenTransport):
         while self._unwritten() and self.connected and time.monotonic() < deadline:
             self._turn(0.01)  # the socket is full: wait for room
 
-    def subscribe(self, destination: Destination) -> None:
-        self.subscription = destination
-        if not self.connected:
-            self._check()
-            return
-        self._consume(destination)
-
-    def _consume(self, destination: Destination) -> None:
+    def _subscribe(self, destination: Destination) -> None:
         s, o = self.settings, self.o
         arguments = None
         if destination.name.startswith(DIRECT_REPLY_TO):

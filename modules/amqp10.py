@@ -155,7 +155,6 @@ class Amqp10Transport(DrivenTransport):
         self.conn: Any = None
         self.senders: dict[str, Any] = {}
         self.receiver: Any = None
-        self.subscription: Destination | None = None
         self.reply_address: str | None = None
         self.arrivals = 0  # messages received: what a turn waits for
 
@@ -220,13 +219,10 @@ class Amqp10Transport(DrivenTransport):
         except (proton.ProtonException, OSError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
         self.connected = True
-        self.senders.clear()
 
     def _reopen(self) -> None:
         self._drop()
         self.open()
-        if self.subscription is not None:
-            self._receive_from(self.subscription)
 
     # -- addresses and links
     def _address(self, destination: Destination) -> str:
@@ -238,7 +234,7 @@ class Amqp10Transport(DrivenTransport):
         queue, topic = PREFIXES[self.flavour]
         return (topic if destination.kind == "topic" else queue) + name
 
-    def _link_options(self, kind: str, receiving: bool) -> list[Any]:
+    def _link_options(self, kind: str) -> list[Any]:
         options: list[Any] = []
         if self.presettled:
             options.append(proton.reactor.AtMostOnce())
@@ -254,7 +250,7 @@ class Amqp10Transport(DrivenTransport):
         if sender is None:
             try:
                 sender = self.conn.create_sender(
-                    address, options=self._link_options(destination.kind, False))
+                    address, options=self._link_options(destination.kind))
             except (proton.ProtonException, OSError) as exc:
                 raise TransportError(f"cannot send to {address}: {_reason(exc)}") from None
             self.senders[address] = sender
@@ -328,17 +324,10 @@ class Amqp10Transport(DrivenTransport):
     def _queued(self) -> bool:
         return any(s.link.queued for s in self.senders.values())
 
-    def subscribe(self, destination: Destination) -> None:
-        self.subscription = destination
-        if not self.connected:
-            self._check()
-            return
-        self._receive_from(destination)
-
-    def _receive_from(self, destination: Destination) -> None:
+    def _subscribe(self, destination: Destination) -> None:
         s = self.settings
         credit = s.options.prefetch or DEFAULT_CREDIT
-        options = self._link_options(destination.kind, True)
+        options = self._link_options(destination.kind)
         name = None
         if s.selector:
             options.append(proton.reactor.Selector(s.selector))

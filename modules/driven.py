@@ -1,8 +1,9 @@
 """What the transports whose client library's I/O loop the worker thread turns itself (pika's
 SelectConnection, Proton's container) share: a send queues, flush() writes; receive() turns
 the loop, which hands each message to the measurement on this same thread or to the inbox;
-a lost connection is opened again from this thread, at most every RECONNECT_EVERY_S; and the
-sends awaiting the broker's confirmation, which become failed sends when it is lost."""
+a lost connection is opened again from this thread, at most every RECONNECT_EVERY_S, and the
+subscription made again on it; and the sends awaiting the broker's confirmation, which become
+failed sends when it is lost."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections import deque
 from typing import Any
 
 from harness.transports.base import TransportError
-from harness.transports.message import Message
+from harness.transports.message import Destination, Message
 from harness.transports.network import NetworkTransport
 from harness.transports.settings import Settings
 
@@ -32,6 +33,7 @@ class DrivenTransport(NetworkTransport):
         # Inside the library's dispatch (a Responder replying as a request arrives): nothing
         # may turn the loop again there.
         self.dispatching = False
+        self.subscription: Destination | None = None
 
     @abstractmethod
     def _turn(self, timeout: float) -> None:
@@ -39,7 +41,11 @@ class DrivenTransport(NetworkTransport):
 
     @abstractmethod
     def _reopen(self) -> None:
-        """Connect again, and declare and subscribe what the lost connection had."""
+        """Drop what is left of the lost connection and connect again."""
+
+    @abstractmethod
+    def _subscribe(self, destination: Destination) -> None:
+        """Start consuming from destination on the current connection."""
 
     @abstractmethod
     def _write_out(self) -> None:
@@ -59,7 +65,16 @@ class DrivenTransport(NetworkTransport):
         self.last_attempt = now
         self.outages.went_down()
         self._reopen()
+        if self.subscription is not None:
+            self._subscribe(self.subscription)
         self.outages.came_up()
+
+    def subscribe(self, destination: Destination) -> None:
+        self.subscription = destination
+        if self.connected:
+            self._subscribe(destination)
+        else:
+            self._check()  # subscribes once connected
 
     def _sent(self, handle: Any, message: Message) -> None:
         """Count a queued send; write out every WRITE_EVERY, never inside a dispatch."""

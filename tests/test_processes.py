@@ -36,3 +36,21 @@ def test_total_rate_is_split_over_threads_and_processes(harness):
                      "-g", "-m loopback.Receiver -d Q --processes 2")
     assert result.code == 0, result.stderr
     assert result.summary["groups"]["sender"]["sent"] == 6000
+
+
+def test_a_producer_process_that_ends_first_does_not_hold_the_stop(harness, brokers):
+    # On a real broker each group runs in its own process; the publisher's ends (its -mg
+    # done) a second before the sender's, and the run must still stop by message count.
+    from tests.conftest import unique
+
+    q, t = unique("ends.q"), unique("ends.t")
+    amq = " ".join(brokers["activemq"]["stomp"])
+    result = harness("run", "-m", "stomp.Sender", "-d", q, "-mg", "200", "-rt", "100",
+                     "-ss", "1", *brokers["activemq"]["stomp"],
+                     "-g", f"-m stomp.Receiver -d {q} {amq}",
+                     "-g", f"-m stomp.Publisher -d {t} -mg 100 -rt 100 {amq}",
+                     "-g", f"-m stomp.Subscriber -d {t} {amq}", timeout=60)
+    assert result.code == 0, result.stderr
+    assert result.summary["stopped_by"] == "message count"
+    groups = result.summary["groups"]
+    assert groups["receiver"]["received"] == 200 and groups["subscriber"]["received"] == 100

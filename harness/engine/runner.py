@@ -431,7 +431,7 @@ class Controller(LiveControls):
                 self.stop_at, progress.stopped_by = self.start_s + run.duration, "run length"
             elif self.stop_requests == 1:
                 self.stop_at, progress.stopped_by = ahead, "interrupt"
-            elif self.has_producers and producing and len(producing) == len(progress.live) \
+            elif self.has_producers and producing and progress.live <= producing.keys() \
                     and sum(producing.values()) == 0:
                 # Producers that end by themselves stopped then, not when it was seen: the
                 # interval in progress is cut there, a few tens of ms late.
@@ -478,7 +478,10 @@ class Controller(LiveControls):
             if report.lost is not None:
                 self.on_log(report.lost)
                 progress.exit_code = progress.exit_code or 1
+            # A process that ended produces no more: a producer's process that finished
+            # its -mg before another's must not hold the stop back.
             progress.live.discard(report.process)
+            progress.producing[report.process] = 0
             progress.finals.setdefault(report.process, -1)
         else:
             self._write(writer, report, report.phase, report.start_ns / 1e9)
