@@ -26,6 +26,7 @@ TRANSPORTS: dict[str, Entry] = {
     "mqtt": Entry("harness.transports.mqtt:MqttTransport", ""),
     "amqp": Entry("harness.transports.amqp:AmqpTransport", "amqp"),
     "amqp10": Entry("harness.transports.amqp10:Amqp10Transport", "amqp10"),
+    "nats": Entry("harness.transports.nats:NatsTransport", "nats"),
 }
 DISTRIBUTION = "broker-harness"
 

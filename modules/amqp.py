@@ -181,6 +181,10 @@ class AmqpTransport(DrivenTransport):
         return out
 
     @classmethod
+    def confirms(cls, settings: Settings[AmqpOptions]) -> bool:
+        return bool(settings.options.confirm)
+
+    @classmethod
     def filters(cls, settings: Settings[AmqpOptions]) -> bool:
         o = settings.options
         return bool(o.bind_arg) or o.routing_key is not None or o.exchange_type == "headers"

@@ -121,6 +121,10 @@ class Amqp10Transport(DrivenTransport):
         return FLAVOURS.get(settings.flavour or "rabbitmq", FLAVOURS["generic"])
 
     @classmethod
+    def confirms(cls, settings: Settings[Any]) -> bool:
+        return bool(settings.options.confirm)
+
+    @classmethod
     def problems(cls, settings: Settings[Amqp10Options]) -> list[tuple[str, str]]:
         out = []
         if (settings.flavour or "rabbitmq") not in FLAVOURS:

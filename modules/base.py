@@ -75,6 +75,13 @@ class Transport(ABC):
         return False
 
     @classmethod
+    def confirms(cls, settings: Settings[Any]) -> bool:
+        """Whether the broker confirms each send with these settings (AMQP publisher
+        confirms, JetStream publish acknowledgements): the time to it is the confirm
+        metric."""
+        return False
+
+    @classmethod
     def problems(cls, settings: Settings[Any]) -> list[tuple[str, str]]:
         """(flag, problem) for every setting this transport cannot accept."""
         return []
@@ -115,6 +122,12 @@ class Transport(ABC):
     def flush(self) -> None:
         """Write out what send() queued and tend the connection: a producer calls it before
         it sleeps. Transports that write in send() keep this no-op."""
+
+    def idle(self, seconds: float) -> None:
+        """A producer's wait between sends: transports that hear from the broker only while
+        they read turn their loop meanwhile, so that a confirmation is timed when it
+        arrives, not at the next send."""
+        time.sleep(seconds)
 
     def ack(self, message: Message) -> None:
         """Acknowledge a message; transports that only auto-acknowledge keep this no-op."""

@@ -84,6 +84,12 @@ class DrivenTransport(NetworkTransport):
         if self.unwritten >= WRITE_EVERY and not self.dispatching:
             self.flush()
 
+    def idle(self, seconds: float) -> None:
+        if self.pending and self.connected and not self.dispatching:
+            self._turn(seconds)
+        else:
+            time.sleep(seconds)
+
     def _lose_pending(self, kind: str, reason: str) -> None:
         while self.pending:
             _, seq, _ = self.pending.popleft()

@@ -1,8 +1,8 @@
 """What a transport learns about its sends after send() returned: the broker's confirmations
 (their latency from the actual send) and the sends it refused later (a negative
 acknowledgement, a mandatory message returned unroutable, a confirmation lost with the
-connection). The worker takes both at every interval boundary, so nothing on the message path
-reaches into the statistics."""
+connection), and what else the client library reported on its own. The worker takes them at
+every interval boundary, so nothing on the message path reaches into the statistics."""
 
 from __future__ import annotations
 
@@ -10,14 +10,21 @@ from array import array
 
 
 class Feedback:
-    __slots__ = ("confirm_us", "failed")
+    __slots__ = ("confirm_us", "errors", "failed")
 
     def __init__(self) -> None:
         self.confirm_us: array[int] = array("q")
         # (sequence number, error kind, reason) of each send that failed after it was counted
         self.failed: list[tuple[int, str, str]] = []
+        # kind -> (count, reason) of what the client library reported on its own (a
+        # subscription dropping messages for a slow consumer)
+        self.errors: dict[str, tuple[int, str]] = {}
 
-    def take(self) -> tuple[array[int], list[tuple[int, str, str]]]:
-        taken = self.confirm_us, self.failed
-        self.confirm_us, self.failed = array("q"), []
+    def error(self, kind: str, reason: str) -> None:
+        count, _ = self.errors.get(kind, (0, reason))
+        self.errors[kind] = (count + 1, reason)
+
+    def take(self) -> tuple[array[int], list[tuple[int, str, str]], dict[str, tuple[int, str]]]:
+        taken = self.confirm_us, self.failed, self.errors
+        self.confirm_us, self.failed, self.errors = array("q"), [], {}
         return taken

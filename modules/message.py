@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -59,3 +60,36 @@ def from_header(text: str | None) -> tuple[int, int, int, int | None, str]:
         return -1, 0, 0, None, ""
     seq, ts, sent, crc, producer = text.split(",", 4)
     return int(seq), int(ts), int(sent), None if crc == "-" else int(crc), producer
+
+
+# Transports without headers (MQTT 3.1.1, Redis pub/sub) or where headers cost more than the
+# body (core NATS parses them in Python) carry the harness's fields in front of the body:
+# magic, version, flags, seq, intended ns, sent ns, crc, then the producer id, reply
+# destination and correlation id, each preceded by its length.
+PREFIX = struct.Struct("!2sBBqqqIHHH")
+MAGIC = b"HN"
+
+
+def frame(message: Message, reply: str = "", correlation: str = "") -> bytes:
+    producer = message.producer.encode()
+    reply_bytes = reply.encode()
+    corr = correlation.encode()
+    crc = message.crc
+    return b"".join((PREFIX.pack(MAGIC, 1, crc is not None, message.seq, message.ts,
+                                 message.sent, crc or 0, len(producer), len(reply_bytes),
+                                 len(corr)),
+                     producer, reply_bytes, corr, message.body))
+
+
+def unframe(payload: bytes) -> tuple[Message, str, str]:
+    """(message, reply destination name, correlation id) from a framed payload; a payload
+    without the frame (from another client) gets seq -1."""
+    if payload[:2] != MAGIC or len(payload) < PREFIX.size:
+        return Message(payload, "", -1, 0, 0), "", ""
+    _, _, flags, seq, ts, sent, crc, lp, lr, lc = PREFIX.unpack_from(payload)
+    at = PREFIX.size
+    producer = payload[at:at + lp].decode()
+    reply = payload[at + lp:at + lp + lr].decode()
+    corr = payload[at + lp + lr:at + lp + lr + lc].decode()
+    body = memoryview(payload)[at + lp + lr + lc:]
+    return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, corr

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
-import struct
 import threading
 import time
 import uuid
@@ -36,7 +35,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from harness.transports.base import Capability, TransportError
-from harness.transports.message import Destination, Message
+from harness.transports.message import Destination, Message, frame, unframe
 from harness.transports.network import NetworkTransport
 from harness.transports.options import option
 from harness.transports.settings import Settings
@@ -54,8 +53,6 @@ SHARE_GROUP = "harness"
 WRITE_EVERY = 64  # publishes a driven producer queues before it writes them out
 MISC_EVERY_S = 1.0  # how often a driven producer checks the keep-alive
 RECONNECT_EVERY_S = 0.5
-PREFIX = struct.Struct("!2sBBqqqIHHH")
-MAGIC = b"HN"
 
 _BASE = Capability.TOPICS | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
 # flavour: (capabilities, protocol versions, default version, highest QoS)
@@ -80,31 +77,9 @@ class MqttOptions:
                          scope="connection", negative=True)
     session_expiry: int = option(0, "MQTT 5 session expiry in seconds (with --no-clean).",
                                  scope="connection", low=0)
-    inflight: int = option(20, "MQTT in-flight window (QoS 1 and 2 messages awaiting acks).",
+    inflight: int = option(20, "Sends awaiting the broker's acknowledgement at once: MQTT's "
+                           "in-flight window (QoS 1 and 2), NATS JetStream's publish acks.",
                            scope="connection", low=1, high=65535)
-
-
-def encode(message: Message, reply_topic: str, correlation: str) -> bytes:
-    producer = message.producer.encode()
-    reply = reply_topic.encode()
-    corr = correlation.encode()
-    crc = message.crc
-    return b"".join((PREFIX.pack(MAGIC, 1, crc is not None, message.seq, message.ts,
-                                 message.sent, crc or 0, len(producer), len(reply), len(corr)),
-                     producer, reply, corr, message.body))
-
-
-def decode(payload: bytes) -> tuple[Message, str, str]:
-    """(message, reply topic, correlation id) from a payload; foreign payloads get seq -1."""
-    if payload[:2] != MAGIC or len(payload) < PREFIX.size:
-        return Message(payload, "", -1, 0, 0), "", ""
-    _, _, flags, seq, ts, sent, crc, lp, lr, lc = PREFIX.unpack_from(payload)
-    at = PREFIX.size
-    producer = payload[at:at + lp].decode()
-    reply = payload[at + lp:at + lp + lr].decode()
-    corr = payload[at + lp + lr:at + lp + lr + lc].decode()
-    body = memoryview(payload)[at + lp + lr + lc:]
-    return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, corr
 
 
 class MqttTransport(NetworkTransport):
@@ -301,7 +276,7 @@ class MqttTransport(NetworkTransport):
                 properties.ResponseTopic = reply
             if correlation:
                 properties.CorrelationData = correlation.encode()
-        payload = encode(message, reply, correlation)
+        payload = frame(message, reply, correlation)
         qos = self.qos
         info = self.client.publish(destination.name, payload, qos, self.retain, properties)
         if info.rc == paho.MQTT_ERR_QUEUE_SIZE:
@@ -348,7 +323,7 @@ class MqttTransport(NetworkTransport):
         return self.take(timeout)
 
     def message(self, raw: Any) -> Message:
-        message, reply, correlation = decode(raw.payload)
+        message, reply, correlation = unframe(raw.payload)
         if self.v5 and raw.properties is not None:
             reply = getattr(raw.properties, "ResponseTopic", reply) or reply
             data = getattr(raw.properties, "CorrelationData", None)

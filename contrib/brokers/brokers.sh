@@ -5,10 +5,13 @@
 #   Mosquitto 2.0   MQTT 1883
 #   ActiveMQ 5.17   OpenWire 61616, STOMP 61613, MQTT 1884
 #   RabbitMQ 3.10   AMQP 0-9-1 and AMQP 1.0 5672, STOMP 61614, MQTT 1885
+#   NATS 2.9        4222, with JetStream (file storage in $HARNESS_NATS_STORE)
+#   Redis 7.0       6379 (keeps nothing on disk)
+#   nginx           HTTP 8090: / answers 200, /status/500 answers 500, /slow answers 20 a second
 #
-# usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq]
+# usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx]
 #        HARNESS_RABBITMQ_MANAGEMENT=1 also enables RabbitMQ's management plugin (127.0.0.1:15672)
-#        (default: all three; restart is for fault tests: it restarts whoever started the broker)
+#        (default: all of them; restart is for fault tests: it restarts whoever started the broker)
 #
 # Idempotent: a broker that already runs is kept, and only the listener or plugin we need is
 # added to it. `stop` stops only what this script started (by the PIDs it recorded).
@@ -137,6 +140,93 @@ rabbitmq_start() {
     say "rabbitmq: up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885"
 }
 
+# --- NATS ----------------------------------------------------------------------------------
+NATS_STORE=${HARNESS_NATS_STORE:-/var/lib/nats-server}
+pid_on() { ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2; }
+nats_jetstream() {  # the server's INFO line says whether JetStream is on
+    local line=""
+    { exec 3<>/dev/tcp/127.0.0.1/4222 && read -r -t 5 line <&3; exec 3>&-; } 2>/dev/null || true
+    [[ $line == *'"jetstream":true'* ]]
+}
+nats_start() {
+    if port_up 4222; then
+        if nats_jetstream; then say "nats: already up on 4222 with JetStream"; return; fi
+        say "nats: a server on 4222 runs without JetStream; restart it with -js"; return 1
+    fi
+    ensure_packages nats-server
+    as_root mkdir -p "$NATS_STORE"
+    as_root start-stop-daemon --start --oknodo --background --make-pidfile \
+        --pidfile "$STATE/nats.pid" --exec /usr/sbin/nats-server -- \
+        -a 127.0.0.1 -p 4222 -js -sd "$NATS_STORE" -l "$STATE/nats-server.log"
+    wait_ports 30 4222
+    say "nats: started on 4222 with JetStream (store $NATS_STORE)"
+}
+nats_restart() {
+    # Whoever started it: the same command line again, so that JetStream finds its store.
+    local pid; pid=$(pid_on 4222)
+    if [ -z "$pid" ]; then nats_start; return; fi
+    local -a cmd; mapfile -d '' -t cmd < "/proc/$pid/cmdline"
+    as_root kill "$pid"
+    for _ in $(seq 100); do port_up 4222 || break; sleep 0.1; done
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    as_root start-stop-daemon --start --background --make-pidfile --pidfile "$STATE/nats.pid" \
+        --exec "${cmd[0]}" -- "${cmd[@]:1}"
+    wait_ports 30 4222
+    say "nats: restarted"
+}
+
+# --- Redis ---------------------------------------------------------------------------------
+redis_start() {
+    if port_up 6379; then say "redis: already up on 6379"; return; fi
+    ensure_packages redis-server
+    as_root redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" \
+        --appendonly no --dir "$STATE" --pidfile "$STATE/redis.pid" \
+        --logfile "$STATE/redis.log"
+    wait_ports 30 6379
+    say "redis: started on 6379"
+}
+
+# --- nginx ---------------------------------------------------------------------------------
+nginx_start() {
+    if port_up 8090; then say "nginx: already up on 8090"; return; fi
+    ensure_packages nginx
+    mkdir -p "$STATE/nginx/www"
+    echo slow > "$STATE/nginx/www/slow"
+    chmod -R a+rX "$STATE/nginx/www"
+    local user=""; [ "$(id -u)" -eq 0 ] && user="user www-data;"
+    cat > "$STATE/nginx.conf" <<CONF
+$user
+worker_processes 1;
+daemon on;
+pid $STATE/nginx.pid;
+error_log $STATE/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $STATE/nginx/body;
+    proxy_temp_path $STATE/nginx/proxy;
+    fastcgi_temp_path $STATE/nginx/fastcgi;
+    uwsgi_temp_path $STATE/nginx/uwsgi;
+    scgi_temp_path $STATE/nginx/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    # A slow endpoint: requests beyond 20 a second wait their turn.
+    limit_req_zone \$server_port zone=slow:1m rate=20r/s;
+    server {
+        listen 127.0.0.1:8090;
+        default_type text/plain;
+        location / { return 200 "ok\n"; }
+        location /status/500 { return 500 "failed\n"; }
+        # limit_req acts before content: a return would answer first.
+        location = /slow { limit_req zone=slow burst=100000; root $STATE/nginx/www; }
+    }
+}
+CONF
+    as_root nginx -c "$STATE/nginx.conf"
+    wait_ports 15 8090
+    say "nginx: started on 8090"
+}
+
 # --- stop / status ---------------------------------------------------------------------------
 stop_one() {
     case $1 in
@@ -156,6 +246,11 @@ stop_one() {
                 as_root rabbitmqctl -q stop >/dev/null 2>&1 || true
                 rm -f "$STATE/rabbitmq.started"; say "rabbitmq: stopped"
             else say "rabbitmq: not started by this script; left alone"; fi ;;
+        nats|redis|nginx)
+            if [ -f "$STATE/$1.pid" ]; then
+                as_root kill "$(cat "$STATE/$1.pid")" 2>/dev/null || true
+                rm -f "$STATE/$1.pid"; say "$1: stopped"
+            else say "$1: not started by this script; left alone"; fi ;;
     esac
 }
 restart_one() {
@@ -178,13 +273,15 @@ restart_one() {
             as_root rabbitmqctl -q stop_app >/dev/null && as_root rabbitmqctl -q start_app >/dev/null
             wait_ports 90 5672 61614 1885
             say "rabbitmq: restarted" ;;
+        nats) nats_restart ;;
+        *) say "$1: no restart"; return 1 ;;
     esac
 }
 status() {
     local line
     for entry in "mosquitto mqtt 1883" "activemq openwire 61616" "activemq stomp 61613" \
                  "activemq mqtt 1884" "rabbitmq amqp0-9-1 5672" "rabbitmq stomp 61614" \
-                 "rabbitmq mqtt 1885"; do
+                 "rabbitmq mqtt 1885" "nats nats 4222" "redis redis 6379" "nginx http 8090"; do
         set -- $entry
         if port_up "$3"; then line=up; else line=down; fi
         printf '%-10s %-9s 127.0.0.1:%-6s %s\n' "$1" "$2" "$3" "$line"
@@ -192,14 +289,16 @@ status() {
     # AMQP 1.0 shares RabbitMQ's AMQP port, through its plugin.
     if ! port_up 5672; then line=down; elif amqp10_enabled; then line=up; else line="off (plugin rabbitmq_amqp1_0 not enabled)"; fi
     printf '%-10s %-9s 127.0.0.1:%-6s %s\n' rabbitmq amqp1.0 5672 "$line"
+    if ! port_up 4222; then line=down; elif nats_jetstream; then line=up; else line="off (started without -js)"; fi
+    printf '%-10s %-9s 127.0.0.1:%-6s %s\n' nats jetstream 4222 "$line"
 }
 
 command=${1:-status}; shift || true
-brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq)
+brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq nats redis nginx)
 case $command in
     start) for b in "${brokers[@]}"; do "${b}_start"; done ;;
     stop) for b in "${brokers[@]}"; do stop_one "$b"; done ;;
     restart) for b in "${brokers[@]}"; do restart_one "$b"; done ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx]" >&2; exit 2 ;;
 esac

@@ -228,13 +228,16 @@ class Worker(threading.Thread, ABC):
         rec.reconnects += reconnects
         rec.outage_ms += outage_ns // 1_000_000
         feedback = transport.feedback
-        if feedback.confirm_us or feedback.failed:
-            confirm_us, failed = feedback.take()
+        if feedback.confirm_us or feedback.failed or feedback.errors:
+            confirm_us, failed, errors = feedback.take()
             rec.confirm.extend(confirm_us)
             for seq, kind, reason in failed:
                 rec.error(kind, reason)
                 rec.refused += 1
                 self.failed.append(seq)
+            for kind, (count, reason) in errors.items():
+                rec.error(kind, reason)
+                rec.errors += count - 1
 
     def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
         """Sleep until due (monotonic ns), handing off intervals on the way; False if told
@@ -246,7 +249,8 @@ class Worker(threading.Thread, ABC):
                 self.flush(now)
             if now >= due:
                 return True
-            time.sleep(min(due - now, self.next_boundary - now, MAX_SLEEP_S * 1e9) / 1e9)
+            self.transport.idle(min(due - now, self.next_boundary - now,
+                                    MAX_SLEEP_S * 1e9) / 1e9)
         return False
 
     def pace(self, intended: int, now: int) -> tuple[int, int] | None:

@@ -105,6 +105,12 @@ class GroupSpec:
             transport_class(self.transport).filters(self.settings("", 0, 0))
 
     @property
+    def confirmed(self) -> bool:
+        """Its broker confirms each send (harness.transports.base.Transport.confirms)."""
+        return self.role in ("Sender", "Publisher", "Requestor") and \
+            transport_class(self.transport).confirms(self.settings("", 0, 0))
+
+    @property
     def embedded(self) -> bool:
         """Its broker lives inside each process: every process runs its own copy of the
         group, and a consumer sees only the producers of its own process."""

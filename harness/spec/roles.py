@@ -51,8 +51,7 @@ def metrics_for(group: GroupSpec) -> list[str]:
     names.append("service")
     if role.produces and group.per_thread_rate:
         names.append("delay")
-    if role.produces and group.options.get("confirm"):
-        # Publisher confirms (AMQP): from the send to the broker's confirmation, as
-        # RabbitMQ PerfTest reports it.
+    if group.confirmed:
+        # From the send to the broker's confirmation, as RabbitMQ PerfTest reports it.
         names.append("confirm")
     return names

@@ -10,8 +10,8 @@
 - Percentiles: of the HDR histogram of every sample after the warm-up, drain included (a
   message received while draining was sent while measuring). Latency is measured from the
   intended send time; with no rate set there is none, and latency is closed-loop (service)
-  latency, labelled so wherever it is shown. Confirm (AMQP publisher confirms): from a send
-  to the broker's confirmation of it.
+  latency, labelled so wherever it is shown. Confirm (AMQP publisher confirms, JetStream
+  publish acknowledgements): from a send to the broker's confirmation of it.
 - Loss: messages sent and never received, each counted once (run_loss).
 - Client CPU: % of one core of the busiest process of a group, per interval; its mean and
   maximum over the measured intervals. The client may be the bottleneck above

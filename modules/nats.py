@@ -1,0 +1,461 @@
+"""NATS through nats-py: core NATS (subjects, queue groups, request/reply on inbox subjects)
+and JetStream (--jetstream: streams, publish acknowledgements, push and pull consumers).
+
+nats-py is asyncio. Each transport has an event loop of its own, and the worker thread that
+owns the transport turns it (run_until_complete), as the amqp transport turns pika's: a send
+is queued, and every WRITE_EVERY sends, before the producer sleeps and before a Requestor
+waits, one turn of the loop publishes what is queued (nats-py's publish, back to back) and
+lets nats-py's flusher write it in one go; a consumer's receive turns the loop, whose
+subscription callback measures each message on this same thread, with no hand-off. What that
+costs beside a bare `await nc.publish()` loop: one loop turn (about 30 us) per WRITE_EVERY
+sends, and one per receive poll. nats-py reconnects by itself while the loop turns; its
+disconnect and reconnect callbacks count the outage.
+
+The harness's fields travel in front of the body (harness.transports.message.frame): nats-py
+parses headers in Python, which would cost a consumer more than the rest of the message;
+--property values are NATS headers.
+
+Core NATS keeps nothing: a subscriber the server finds too slow is disconnected and what it
+missed is gone; the sequence numbers show exactly which messages (lost = sent - received).
+
+JetStream: a stream (--stream, default `harness-` and the subject) is created if missing, with
+--storage and --retention. Every publish is acknowledged by the server; --inflight keeps that
+many acknowledgements outstanding, each timed as the `confirm` metric; a negative or missing one
+(after ACK_TIMEOUT_S) is a failed send. Receivers share one durable consumer (push with a
+deliver group, or pull with --pull-batch N), each Subscriber has its own (ephemeral, or durable
+with --durable-name); --prefetch is max-ack-pending; messages are acknowledged one by one, and
+a redelivered one is seen as a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from harness.transports.base import Capability, TransportError
+from harness.transports.driven import DrivenTransport
+from harness.transports.message import Destination, Message, frame, unframe
+from harness.transports.options import option
+from harness.transports.settings import Settings
+from nats.js import api
+
+from harness.clock import now_ns
+
+DEFAULT_PORT = 4222
+CONNECT_TIMEOUT_S = 5
+CALL_TIMEOUT_S = 10.0  # stream and consumer management, fetch requests
+ACK_TIMEOUT_S = 10.0  # a JetStream publish not acknowledged by then counts as failed
+CLOSE_TIMEOUT_S = 10.0
+RECONNECT_WAIT_S = 0.5
+QUEUE_GROUP = "harness"
+STORAGES = ("file", "memory")
+RETENTIONS = {"limits": api.RetentionPolicy.LIMITS, "workqueue": api.RetentionPolicy.WORK_QUEUE,
+              "interest": api.RetentionPolicy.INTEREST}
+ACK_MODES = ("auto", "client", "client-individual")
+
+CORE = Capability.QUEUES | Capability.TOPICS | Capability.REQUEST_REPLY | \
+    Capability.TEMP_QUEUES
+JETSTREAM = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | Capability.DURABLE
+
+
+@dataclass(frozen=True)
+class NatsOptions:
+    jetstream: bool = option(False, "NATS JetStream: publish to a stream (acknowledged by the "
+                             "server) and consume through JetStream consumers.")
+    stream: str | None = option(None, "JetStream stream name, created if missing (default: "
+                                "harness- and the subject).")
+    storage: str = option("file", "JetStream stream storage: file or memory.")
+    retention: str = option("limits", "JetStream stream retention: limits, workqueue or "
+                            "interest.")
+    pull_batch: int = option(0, "JetStream pull consumer fetching N messages a request; 0 = a "
+                             "push consumer.", low=0)
+    pending_limit: int = option(0, "Messages a subscription may hold before nats-py drops "
+                                "new ones as a slow consumer (counted as errors and lost); "
+                                "0 = nats-py's default, 524,288.", low=0)
+    prefetch: int = option(0, "", scope="connection", low=0)
+    inflight: int = option(20, "", scope="connection", low=1, high=65535)
+    ack: str = option("auto", "", scope="connection")
+
+
+def stream_name(subject: str) -> str:
+    """A stream name from a subject: stream names take no dots, wildcards or spaces."""
+    return "harness-" + re.sub(r"[^A-Za-z0-9_-]", "_", subject)
+
+
+class NatsTransport(DrivenTransport):
+    name = "nats"
+    default_port = DEFAULT_PORT
+    default_flavour = "nats"
+    description = "NATS via nats-py: core NATS and JetStream (--jetstream)"
+    capabilities = CORE | JETSTREAM
+    Options = NatsOptions
+    settings: Settings[NatsOptions]
+
+    @classmethod
+    def capabilities_for(cls, settings: Settings[NatsOptions]) -> Capability:
+        return JETSTREAM if settings.options.jetstream else CORE
+
+    @classmethod
+    def confirms(cls, settings: Settings[NatsOptions]) -> bool:
+        return settings.options.jetstream
+
+    @classmethod
+    def problems(cls, settings: Settings[NatsOptions]) -> list[tuple[str, str]]:
+        o, role = settings.options, settings.role
+        out = []
+        if (settings.flavour or "nats") != "nats":
+            out.append(("--flavour", "the nats transport has one flavour: nats"))
+        if settings.selector:
+            out.append(("--selector", "NATS has no selectors; subscribe to a narrower subject "
+                        "(wildcards * and >) instead"))
+        if o.storage not in STORAGES:
+            out.append(("--storage", f"storage is {' or '.join(STORAGES)}"))
+        if o.retention not in RETENTIONS:
+            out.append(("--retention", f"retention is {', '.join(RETENTIONS)}"))
+        if o.ack not in ACK_MODES:
+            out.append(("--ack", f"acknowledgement modes are {', '.join(ACK_MODES)}"))
+        if not o.jetstream:
+            for flag, given in (("--stream", o.stream), ("--pull-batch", o.pull_batch),
+                                ("--durable-name", settings.durable_name)):
+                if given:
+                    out.append((flag, "is for JetStream: add --jetstream"))
+            if settings.persistent:
+                out.append(("-pp", "core NATS keeps nothing: add --jetstream for a stream "
+                            "with file storage"))
+        else:
+            if role in ("Requestor", "Responder"):
+                out.append(("--jetstream", "request/reply is core NATS's: drop --jetstream"))
+            if settings.persistent and o.storage == "memory":
+                out.append(("-pp", "a memory stream does not persist: --storage file"))
+            if o.pull_batch and role == "Subscriber" and not settings.durable_name:
+                out.append(("--pull-batch", "a pull Subscriber needs a durable consumer: give "
+                            "--durable-name"))
+        return out
+
+    def __init__(self, settings: Settings[NatsOptions]) -> None:
+        super().__init__(settings)
+        self.o = settings.options
+        self.loop = asyncio.new_event_loop()
+        self.nc: Any = None
+        self.js: Any = None
+        self.sub: Any = None
+        self.pull: Any = None  # a JetStream pull subscription
+        self.closing = False
+        # (subject, payload, reply, headers, seq, sent ns) queued by send(); messages to ack
+        self.queued: list[tuple[str, bytes, str, dict[str, str] | None, int, int]] = []
+        self.to_ack: list[Any] = []
+        self.waiter: asyncio.Future[None] | None = None
+        self.streams: set[str] = set()
+        self.send_stream: str | None = None  # the stream a JetStream producer publishes to
+
+    # -- the loop, turned on this thread
+    def _run(self, coro: Any, what: str) -> Any:
+        try:
+            return self.loop.run_until_complete(asyncio.wait_for(coro, CALL_TIMEOUT_S))
+        except TimeoutError:
+            raise TransportError(f"{what}: no answer within {CALL_TIMEOUT_S:g} s") from None
+        except (nats.errors.Error, OSError) as exc:
+            raise TransportError(f"{what}: {_reason(exc)}") from None
+
+    def _turn(self, timeout: float) -> None:
+        self.loop.run_until_complete(self._wait(timeout))
+
+    async def _wait(self, timeout: float) -> None:
+        """Publish what is queued, then wait up to timeout for a message (a pull consumer:
+        fetch one batch)."""
+        await self._pump()
+        if self.pull is not None and self.subscription is not None:
+            await self._fetch(timeout)
+        elif timeout > 0 and not len(self.inbox):
+            waiter = self.waiter = self.loop.create_future()
+            timer = self.loop.call_later(timeout, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self.waiter = None
+        else:
+            await asyncio.sleep(0)  # nats-py's flusher writes what _pump published
+        await self._pump()
+
+    async def _pump(self) -> None:
+        """Publish the queued sends and acknowledgements (on the loop)."""
+        if self.to_ack:
+            acks, self.to_ack = self.to_ack, []
+            for raw in acks:
+                with contextlib.suppress(nats.errors.Error):
+                    await raw.ack()
+        if not self.queued:
+            return
+        queued, self.queued = self.queued, []
+        nc, js = self.nc, self.js
+        try:
+            if js is None:
+                for subject, payload, reply, headers, _, _ in queued:
+                    await nc.publish(subject, payload, reply, headers)
+                return
+            stream = self.send_stream
+            for subject, payload, _, headers, seq, sent in queued:
+                future = await js.publish_async(subject, payload, stream=stream,
+                                                headers=headers)
+                future.add_done_callback(self._acked)
+                self.pending.append((future, seq, sent))
+        except nats.errors.Error as exc:
+            # Not published (nats-py's buffer for an outage is full, or it gave up): failed.
+            reason = f"send failed: {_reason(exc)}"
+            for *_, seq, _ in queued:
+                self.feedback.failed.append((seq, "send", reason))
+
+    def _acked(self, future: asyncio.Future[Any]) -> None:
+        """A JetStream publish's acknowledgement (or its absence) arrived."""
+        at = now_ns()
+        acks, feedback = self.pending, self.feedback
+        while acks and acks[0][0].done():
+            done, seq, sent = acks.popleft()
+            if done.cancelled():
+                feedback.failed.append((seq, "confirm", "no publish acknowledgement (within "
+                                        f"{ACK_TIMEOUT_S:g} s, or the connection was lost)"))
+            elif done.exception() is not None:
+                feedback.failed.append((seq, "nack", f"the server refused the message: "
+                                        f"{_reason(done.exception())}"))
+            else:
+                feedback.confirm_us.append((at - sent) // 1000)
+        if self.waiter is not None:
+            _wake(self.waiter)  # a producer waiting for room in the window
+
+    def _expire_acks(self) -> None:
+        """Give up on acknowledgements older than ACK_TIMEOUT_S (a restarted server may or
+        may not have stored the message): they become failed sends."""
+        deadline = now_ns() - int(ACK_TIMEOUT_S * 1e9)
+        for future, _, sent in list(self.pending):
+            if sent > deadline:
+                break
+            future.cancel()
+
+    # -- connection
+    def open(self) -> None:
+        s, o = self.settings, self.o
+        host, port = s.address(DEFAULT_PORT)
+        tls = None
+        if s.tls:
+            tls = ssl.create_default_context(cafile=s.ca)
+            if s.cert:
+                tls.load_cert_chain(s.cert, s.key)
+        scheme = "tls" if s.tls else "nats"
+        try:
+            self.nc = self.loop.run_until_complete(nats.connect(
+                f"{scheme}://{host}:{port}", name=self.client_id(stable=False),
+                user=s.user, password=s.password, tls=tls, connect_timeout=CONNECT_TIMEOUT_S,
+                allow_reconnect=True, max_reconnect_attempts=-1,
+                reconnect_time_wait=RECONNECT_WAIT_S, error_cb=self._error,
+                disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
+                closed_cb=self._closed))
+        except (nats.errors.Error, OSError, TimeoutError) as exc:
+            raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
+        self.connected = True
+        if o.jetstream:
+            self.js = self.nc.jetstream(publish_async_max_pending=o.inflight + 1)
+
+    async def _error(self, exc: Exception) -> None:
+        """nats-py's reports; an outage counts through the disconnect callbacks."""
+        if isinstance(exc, nats.errors.SlowConsumerError):
+            # The message itself shows as lost in the sequence numbers.
+            self.feedback.error("slow consumer", "nats-py dropped a message: the "
+                                "subscription held --pending-limit messages")
+
+    async def _disconnected(self) -> None:
+        if not self.closing:
+            self.outages.went_down()
+        # A publish whose acknowledgement was due on the lost connection never gets it: in
+        # doubt (the server may have stored it), a failed send now rather than at the timeout.
+        for future, _, _ in self.pending:
+            future.cancel()
+
+    async def _reconnected(self) -> None:
+        self.outages.came_up()
+
+    async def _closed(self) -> None:
+        if not self.closing:
+            self.connected = False  # nats-py gave up: the next call connects again
+
+    def _reopen(self) -> None:
+        self.nc = self.js = self.sub = self.pull = None
+        self.streams.clear()
+        self.send_stream = None
+        self.open()
+
+    # -- JetStream topology
+    def _ensure_stream(self, subject: str) -> str:
+        o = self.o
+        name = o.stream or stream_name(subject)
+        if name in self.streams:
+            return name
+
+        async def ensure() -> None:
+            try:
+                await self.js.stream_info(name)
+            except nats.js.errors.NotFoundError:
+                await self.js.add_stream(name=name, subjects=[subject],
+                                         storage=api.StorageType(o.storage),
+                                         retention=RETENTIONS[o.retention])
+
+        self._run(ensure(), f"stream {name}")
+        self.streams.add(name)
+        return name
+
+    # -- messages
+    def send(self, destination: Destination, message: Message) -> None:
+        if not self.connected:
+            self._check()
+        subject = destination.name
+        if self.js is not None and self.send_stream is None:
+            self.send_stream = self._ensure_stream(subject)
+        reply = message.reply_to.name if message.reply_to is not None else ""
+        payload = frame(message, "", message.correlation_id or "")
+        self.queued.append((subject, payload, reply, message.properties, message.seq,
+                            now_ns()))
+        if self.js is not None and len(self.pending) + len(self.queued) >= self.o.inflight:
+            # Down to half the window, not by one: a turn of the loop per send would cost
+            # more than the publish.
+            self._await_acks(self.o.inflight // 2)
+        else:
+            self._sent(None, message)
+
+    def _await_acks(self, most: int) -> None:
+        """Publish, then turn the loop until at most `most` publishes await acknowledgement."""
+        self.unwritten = 0
+        self._turn(0)
+        while len(self.pending) + len(self.queued) > most:
+            self._expire_acks()
+            self._turn(0.005)
+
+    def _write_out(self) -> None:
+        self._turn(0)
+        if self.pending:
+            self._expire_acks()
+
+    def flush(self) -> None:
+        self.unwritten = 0
+        if self.connected:
+            self._write_out()
+
+    def _subscribe(self, destination: Destination) -> None:
+        s, o = self.settings, self.o
+        subject = destination.name
+        queue = QUEUE_GROUP if s.role in ("Receiver", "Responder") else ""
+        limit = {"pending_msgs_limit": o.pending_limit} if o.pending_limit else {}
+        if self.js is None:
+            self.sub = self._run(self.nc.subscribe(subject, queue=queue, cb=self._on_message,
+                                                   **limit), f"subscribe to {subject}")
+            return
+        stream = self._ensure_stream(subject)
+        if s.role == "Receiver":
+            durable = s.durable_name or f"{QUEUE_GROUP}-{stream}"
+        elif s.durable_name:
+            durable = f"{s.durable_name}{s.process}-{s.thread}".replace(".", "_")
+        else:
+            durable = None
+        config = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.EXPLICIT, max_ack_pending=o.prefetch or None,
+            deliver_policy=api.DeliverPolicy.ALL if durable else api.DeliverPolicy.NEW)
+        if o.pull_batch:
+            self.pull = self._run(self.js.pull_subscribe(
+                subject, durable=durable, stream=stream, config=config, **limit),
+                f"pull consumer on {stream}")
+            return
+        # nats-py names a queue subscription's durable consumer after its deliver group.
+        group = durable if queue else None
+        self.sub = self._run(self.js.subscribe(
+            subject, queue=group, durable=durable, stream=stream, cb=self._on_message,
+            manual_ack=True, config=config, **limit), f"consumer on {stream}")
+
+    async def _on_message(self, raw: Any) -> None:
+        self.dispatching = True
+        try:
+            self.arrived(raw)
+        finally:
+            self.dispatching = False
+        if self.js is not None and self.o.ack == "auto":
+            self.to_ack.append(raw)
+        if self.queued or self.to_ack:
+            await self._pump()
+        waiter = self.waiter
+        if waiter is not None and len(self.inbox):
+            _wake(waiter)
+
+    async def _fetch(self, timeout: float) -> None:
+        try:
+            batch = await self.pull.fetch(self.o.pull_batch, timeout=max(timeout, 0.001))
+        except (nats.errors.TimeoutError, TimeoutError):
+            return
+        except nats.errors.Error:
+            return  # a lost connection: nats-py reconnects, the next fetch asks again
+        for raw in batch:
+            await self._on_message(raw)
+
+    def message(self, raw: Any) -> Message:
+        message, _, correlation = unframe(raw.data)
+        if self.js is None and raw.reply:
+            message.reply_to = Destination("queue", raw.reply)
+        message.correlation_id = correlation or None
+        message.handle = raw
+        return message
+
+    def ack(self, message: Message) -> None:
+        if self.js is not None and self.o.ack != "auto" and message.handle is not None:
+            self.to_ack.append(message.handle)
+
+    def temporary_queue(self) -> Destination:
+        if not self.connected:
+            self._check()
+        return Destination("queue", self.nc.new_inbox())
+
+    def close(self) -> None:
+        nc = self.nc
+        if nc is None:
+            self.loop.close()
+            return
+        try:
+            if self.connected:
+                with contextlib.suppress(Exception):
+                    self._turn(0)
+                    deadline = time.monotonic() + CLOSE_TIMEOUT_S
+                    while self.pending and time.monotonic() < deadline:
+                        self._expire_acks()
+                        self._turn(0.01)
+            self.closing = True
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(asyncio.wait_for(nc.close(), CLOSE_TIMEOUT_S))
+        finally:
+            self.connected = False
+            for future, seq, _ in self.pending:
+                if not future.done():
+                    self.feedback.failed.append((seq, "confirm", "closed before the server "
+                                                 "acknowledged the publish"))
+            self.pending.clear()
+            self.nc = None
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _reason(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no answer"
+    if isinstance(exc, nats.js.errors.APIError) and exc.description:
+        return f"{exc.code} {exc.description}"
+    text = str(exc).removeprefix("nats: ")
+    return text or type(exc).__name__

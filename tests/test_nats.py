@@ -1,0 +1,164 @@
+"""The nats transport (nats-py) against a real nats-server with JetStream, started by the
+broker script where it does not already run."""
+
+import asyncio
+import json
+
+import nats
+import pytest
+
+from harness.stats.histogram import decode
+from tests.conftest import unique
+from tests.test_restart import run_through_restart
+
+
+async def _streams(prefix: str, delete: bool) -> dict[str, dict]:
+    nc = await nats.connect("nats://127.0.0.1:4222")
+    try:
+        jsm = nc.jsm()
+        found = {}
+        for info in await jsm.streams_info():
+            if info.config.name.startswith(prefix):
+                # nats-py gives these as enum members or as the server's text
+                found[info.config.name] = {"storage": str(getattr(info.config.storage, "value",
+                                                                  info.config.storage)),
+                                           "retention": str(getattr(info.config.retention,
+                                                                    "value",
+                                                                    info.config.retention)),
+                                           "messages": info.state.messages}
+                if delete:
+                    await jsm.delete_stream(info.config.name)
+        return found
+    finally:
+        await nc.close()
+
+
+def streams(prefix: str, delete: bool = False) -> dict[str, dict]:
+    """name -> storage, retention and message count of the server's streams whose names start
+    with prefix (deleting them after, when asked)."""
+    return asyncio.run(_streams(prefix, delete))
+
+
+@pytest.fixture
+def cleanup():
+    """Stream name prefixes a test created, deleted after it."""
+    prefixes: list[str] = []
+    yield prefixes
+    for prefix in prefixes:
+        streams(prefix, delete=True)
+
+
+def test_core_nats_every_role_queue_groups_wildcards_and_request_reply(harness, brokers):
+    q, t, r = unique("nats.q"), unique("nats.t"), unique("nats.r")
+    done = harness(
+        "run", "-m", "nats.Sender", "-d", q, "-mg", "600", "-rt", "600", "-ss", "1",
+        "-g", f"-m nats.Receiver -d {q} -nt 2",
+        "-g", f"-m nats.Publisher -d {t}.a -mg 300 -rt 300",
+        "-g", f"-m nats.Subscriber -d {t}.a -nt 2",
+        "-g", f"-m nats.Subscriber -gn wildcard -d {t}.*",
+        "-g", f"-m nats.Requestor -d {r} -mg 200 -rt 200",
+        "-g", f"-m nats.Responder -d {r} -nt 2")
+    assert done.code == 0, done.stderr
+    g = done.summary["groups"]
+    # The queue group shares the messages: each arrived once, at one of the two receivers.
+    assert g["sender"]["sent"] == 600 and g["receiver"]["received"] == 600
+    assert g["publisher"]["sent"] == 300 and g["subscriber"]["received"] == 600
+    assert g["wildcard"]["received"] == 300
+    assert g["requestor"]["received"] == 200 and g["responder"]["sent"] == 200
+    for name, group in g.items():
+        assert group["errors"] == 0 and group["lost"] == 0 and group["duplicated"] == 0, name
+    delivery = {d["destination"]: d for d in done.summary["delivery"]}
+    assert delivery[f"nats:queue:{q}"]["missing"] == 0
+    assert delivery[f"nats:topic:{t}.a"]["expected"] == 600
+
+
+def test_core_nats_drops_for_a_slow_consumer_and_the_loss_is_counted_exactly(harness,
+                                                                            brokers):
+    t = unique("nats.slow")
+    # Two unthrottled publishers against one subscriber whose nats-py subscription may hold
+    # only 20 messages: nats-py drops the rest as a slow consumer.
+    done = harness("run", "-m", "nats.Publisher", "-d", t, "--processes", "2", "-rl", "2",
+                   "-ss", "1", "-g", f"-m nats.Subscriber -d {t} --pending-limit 20")
+    assert done.code == 0, done.stderr
+    sent = done.summary["groups"]["publisher"]["sent"]
+    subscriber = done.summary["groups"]["subscriber"]
+    assert subscriber["lost"] > 0, "nothing was dropped: the subscriber was not slow"
+    assert subscriber["lost"] == sent - subscriber["received"]
+    # Every drop nats-py reported is one lost message, and nothing else was lost.
+    assert subscriber["errors"] == subscriber["lost"]
+    assert "slow consumer" in done.stderr
+    (delivery,) = done.summary["delivery"]
+    assert delivery["missing"] == subscriber["lost"]
+
+
+def test_jetstream_push_and_pull_consumers_with_timed_publish_acks(harness, brokers, cleanup):
+    q, t = unique("njs.q"), unique("njs.t")
+    cleanup += [f"harness-{q.replace('.', '_')}", "harness-nt-"]
+    stream_t = f"harness-nt-{t.replace('.', '_')}"
+    done = harness(
+        "run", "-m", "nats.Sender", "-d", q, "--jetstream", "-mg", "600", "-rt", "600",
+        "-ss", "1", "--inflight", "50",
+        "-g", f"-m nats.Receiver -d {q} --jetstream -nt 2 --ack client --prefetch 100",
+        # Whichever group comes first creates the stream: both ask for the same one.
+        "-g", f"-m nats.Publisher -d {t} --jetstream --stream {stream_t} --storage memory "
+              "--retention interest -mg 400",
+        "-g", f"-m nats.Subscriber -d {t} --jetstream --stream {stream_t} --storage memory "
+              "--retention interest --pull-batch 50 --durable-name pull")
+    assert done.code == 0, done.stderr
+    g = done.summary["groups"]
+    assert g["sender"]["sent"] == 600 and g["receiver"]["received"] == 600
+    assert g["publisher"]["sent"] == 400 and g["subscriber"]["received"] == 400
+    for name, group in g.items():
+        assert group["errors"] == 0 and group["lost"] == 0 and group["duplicated"] == 0, name
+    # Each publish acknowledgement timed once, in its own histogram.
+    for name, sent in (("sender", 600), ("publisher", 400)):
+        assert decode(g[name]["histograms"]["confirm"]).get_total_count() == sent
+    assert "confirm p50=" in done.stdout
+    made = streams("harness-")
+    assert made[f"harness-{q.replace('.', '_')}"]["storage"] == "file"
+    assert made[f"harness-{q.replace('.', '_')}"]["messages"] == 600
+    assert made[stream_t] == {"storage": "memory", "retention": "interest",
+                              "messages": made[stream_t]["messages"]}
+
+
+def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup):
+    q = unique("njs.restart")
+    cleanup.append(f"harness-{q.replace('.', '_')}")
+    stdout, _, run_dir = run_through_restart(
+        tmp_path, "nats", 4, "-m", "nats.Sender", "-d", q, "--jetstream", "-pp", "-rt", "200",
+        "-rl", "12", "-ss", "1", "--drain", "15", "-g", f"-m nats.Receiver -d {q} --jetstream")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
+    for group in (sender, receiver):
+        assert group["reconnects"] >= 1
+    assert receiver["lost"] == 0
+    (delivery,) = summary["delivery"]
+    assert delivery["missing"] == 0
+    # A publish whose acknowledgement the restart cut off is in doubt (refused): it may have
+    # been stored too. A redelivery is a duplicate, never a new message.
+    unique_received = receiver["received"] - receiver["duplicated"]
+    assert sender["sent"] - sender["refused"] <= unique_received <= sender["sent"]
+    assert sender["sent"] > 1800
+    assert "reconnects=" in stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-m", "nats.Sender", "-d", "q", "--selector", "a = 1"], "--selector: NATS has no"),
+    (["-m", "nats.Sender", "-d", "q", "-pp"], "-pp: core NATS keeps nothing"),
+    (["-m", "nats.Sender", "-d", "q", "--stream", "S"], "--stream: is for JetStream"),
+    (["-m", "nats.Requestor", "-d", "q", "--jetstream"], "--jetstream: request/reply"),
+    (["-m", "nats.Sender", "-d", "q", "--jetstream", "--storage", "memory", "-pp"],
+     "-pp: a memory stream does not persist"),
+    (["-m", "nats.Sender", "-d", "q", "--jetstream", "--storage", "disk"], "--storage:"),
+    (["-m", "nats.Sender", "-d", "q", "--jetstream", "--retention", "forever"],
+     "--retention:"),
+    (["-m", "nats.Subscriber", "-d", "q", "--jetstream", "--pull-batch", "5"],
+     "--pull-batch: a pull Subscriber needs a durable consumer"),
+    (["-m", "nats.Sender", "-d", "q", "-tx"], "-tx"),
+])
+def test_what_nats_cannot_do_is_refused_before_the_run(harness, args, message):
+    done = harness("run", *args, "-rl", "1")
+    assert done.code == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.run_dir is None
