@@ -27,6 +27,8 @@ TRANSPORTS: dict[str, Entry] = {
     "amqp": Entry("harness.transports.amqp:AmqpTransport", "amqp"),
     "amqp10": Entry("harness.transports.amqp10:Amqp10Transport", "amqp10"),
     "nats": Entry("harness.transports.nats:NatsTransport", "nats"),
+    "redis": Entry("harness.transports.redis:RedisTransport", "redis"),
+    "http": Entry("harness.transports.http:HttpTransport", "http"),
 }
 DISTRIBUTION = "broker-harness"
 

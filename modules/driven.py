@@ -1,8 +1,8 @@
 """What the transports whose client library's I/O loop the worker thread turns itself (pika's
-SelectConnection, Proton's container) share: a send queues, flush() writes; receive() turns
-the loop, which hands each message to the measurement on this same thread or to the inbox;
-a lost connection is opened again from this thread, at most every RECONNECT_EVERY_S, and the
-subscription made again on it; and the sends awaiting the broker's confirmation, which become
+SelectConnection, Proton's container, nats-py's asyncio loop) share: a send queues, flush()
+writes; receive() turns the loop, which hands each message to the measurement on this same
+thread or to the inbox; a lost connection is opened again from this thread
+(harness.transports.reconnect); and the sends awaiting the broker's confirmation, which become
 failed sends when it is lost."""
 
 from __future__ import annotations
@@ -14,38 +14,27 @@ from collections import deque
 from typing import Any
 
 from harness.transports.base import TransportError
-from harness.transports.message import Destination, Message
+from harness.transports.message import Message
 from harness.transports.network import NetworkTransport
+from harness.transports.reconnect import Reconnecting
 from harness.transports.settings import Settings
 
-RECONNECT_EVERY_S = 0.5
 WRITE_EVERY = 64  # sends queued before they are written out
 
 
-class DrivenTransport(NetworkTransport):
+class DrivenTransport(Reconnecting, NetworkTransport):
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
-        self.connected = False
-        self.last_attempt = 0.0
         self.unwritten = 0
         # (delivery handle, sequence number, actual send ns) of sends awaiting confirmation
         self.pending: deque[tuple[Any, int, int]] = deque()
         # Inside the library's dispatch (a Responder replying as a request arrives): nothing
         # may turn the loop again there.
         self.dispatching = False
-        self.subscription: Destination | None = None
 
     @abstractmethod
     def _turn(self, timeout: float) -> None:
         """Wait up to timeout for the socket, then run what it brought."""
-
-    @abstractmethod
-    def _reopen(self) -> None:
-        """Drop what is left of the lost connection and connect again."""
-
-    @abstractmethod
-    def _subscribe(self, destination: Destination) -> None:
-        """Start consuming from destination on the current connection."""
 
     @abstractmethod
     def _write_out(self) -> None:
@@ -54,27 +43,6 @@ class DrivenTransport(NetworkTransport):
 
     def _tend(self) -> None:
         """Between receives: what the transport does beside taking messages."""
-
-    def _check(self) -> None:
-        """Reconnect a lost connection, or raise TransportError."""
-        if self.connected:
-            return
-        now = time.monotonic()
-        if now - self.last_attempt < RECONNECT_EVERY_S:
-            raise TransportError("not connected")
-        self.last_attempt = now
-        self.outages.went_down()
-        self._reopen()
-        if self.subscription is not None:
-            self._subscribe(self.subscription)
-        self.outages.came_up()
-
-    def subscribe(self, destination: Destination) -> None:
-        self.subscription = destination
-        if self.connected:
-            self._subscribe(destination)
-        else:
-            self._check()  # subscribes once connected
 
     def _sent(self, handle: Any, message: Message) -> None:
         """Count a queued send; write out every WRITE_EVERY, never inside a dispatch."""

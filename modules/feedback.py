@@ -10,7 +10,7 @@ from array import array
 
 
 class Feedback:
-    __slots__ = ("confirm_us", "errors", "failed")
+    __slots__ = ("confirm_us", "errors", "failed", "redelivered")
 
     def __init__(self) -> None:
         self.confirm_us: array[int] = array("q")
@@ -19,6 +19,8 @@ class Feedback:
         # kind -> (count, reason) of what the client library reported on its own (a
         # subscription dropping messages for a slow consumer)
         self.errors: dict[str, tuple[int, str]] = {}
+        # Messages the broker delivered again (claimed from a consumer that died)
+        self.redelivered = 0
 
     def error(self, kind: str, reason: str) -> None:
         count, _ = self.errors.get(kind, (0, reason))

@@ -28,6 +28,7 @@ class Settings(Generic[OptionsT]):
     body_type: str  # bytes, text or xml
     selector: str | None  # per-thread templates already expanded
     durable_name: str | None
+    reply_timeout: float  # seconds a Requestor waits for a reply
     # The connection
     host: str
     port: int  # 0: the protocol's default port

@@ -45,7 +45,7 @@ def test_each_transport_declares_its_own_options_in_its_file() -> None:
     assert owners["qos"] == ("mqtt",) and owners["exchange"] == ("amqp",)
     # declared alike by several transports: one flag for all of them
     assert owners["heartbeat"] == ("stomp", "amqp")
-    assert owners["prefetch"] == ("stomp", "amqp", "amqp10", "nats")
+    assert owners["prefetch"] == ("stomp", "amqp", "amqp10", "nats", "redis")
     assert owners["inflight"] == ("mqtt", "nats")
     for name in TRANSPORTS:
         for option in transport_class(name).options:

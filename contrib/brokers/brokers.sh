@@ -218,7 +218,12 @@ http {
         location / { return 200 "ok\n"; }
         location /status/500 { return 500 "failed\n"; }
         # limit_req acts before content: a return would answer first.
-        location = /slow { limit_req zone=slow burst=100000; root $STATE/nginx/www; }
+        # (a static file refuses POST with 405: answered 200 all the same)
+        location = /slow {
+            limit_req zone=slow burst=100000; root $STATE/nginx/www;
+            error_page 405 =200 @slow;
+        }
+        location @slow { return 200 "slow\n"; }
     }
 }
 CONF

@@ -47,7 +47,7 @@ class _Producer(Worker):
                 except TransportError as exc:
                     # The number is not used again (the broker may have taken the message):
                     # the reconciliation takes failed numbers out of consumers' losses.
-                    rec.error("send", exc)
+                    rec.error(exc.kind or "send", exc)
                     self.failed.append(seq)
                     seq += 1
                     if schedule is not None:  # never sent: delayed at least until it failed
@@ -249,10 +249,11 @@ class Requestor(Worker):
             except TransportError as exc:
                 # A failed request never completes: its latency is at least the time it took
                 # to fail, and its number is not used again.
-                rec.error("send", exc)
+                rec.error(exc.kind or "send", exc)
                 self._round_trip(intended, now, now_ns())
                 seq += 1
-                self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                if not exc.answered:
+                    self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
                 continue
             rec.sent += 1
             rec.bytes += size

@@ -238,6 +238,9 @@ class Worker(threading.Thread, ABC):
             for kind, (count, reason) in errors.items():
                 rec.error(kind, reason)
                 rec.errors += count - 1
+        if feedback.redelivered:
+            rec.redelivered += feedback.redelivered
+            feedback.redelivered = 0
 
     def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
         """Sleep until due (monotonic ns), handing off intervals on the way; False if told

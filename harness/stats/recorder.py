@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 METRICS = ("latency", "service", "delay", "confirm")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
-            "late", "refused", "cpu_us")
+            "late", "refused", "redelivered", "cpu_us")
 
 
 class Sample(NamedTuple):
@@ -46,6 +46,8 @@ class Recorder:
         self.unsent = self.late = 0
         # Sends counted, then refused by the broker after all (harness.transports.feedback)
         self.refused = 0
+        # Received again after the broker took them back from a consumer (Redis claims)
+        self.redelivered = 0
         self.cpu_us = 0  # set by the cell for the group, never by a thread
         self.reasons: dict[str, str] = {}
 

@@ -1,0 +1,148 @@
+"""HTTP request/reply through urllib3: the Requestor only (an HTTP server is the responder),
+as Performance Harness's HTTP Requestor drove a message broker's HTTPInput / HTTPReply flows.
+
+Each worker thread keeps one connection alive (a urllib3 pool of one) and sends each request
+when it falls due, on the same schedule as every producer: its latency runs from the
+intended send time to the end of the response (wrk2's rule), so a server that stalls shows
+up in latency instead of slowing the schedule down. `-d` is the URL (or a path, with --host
+and --port); POST sends the `-ms` body (GET sends none), `--property` values are request
+headers. A status other than 2xx is an error counted by its code (`HTTP 500`); a request with
+no response within --reply-timeout is a timeout.
+
+urllib3 because a request costs it less client CPU than httpx or requests (both add their
+own layers over the same kind of connection), and it is what requests itself is built on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import urllib3
+import urllib3.exceptions
+from harness.transports.base import Capability, Transport, TransportError
+from harness.transports.message import Destination, Message
+from harness.transports.options import option
+from harness.transports.settings import Settings
+
+METHODS = ("POST", "GET", "PUT")
+CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    method: str = option("POST", "HTTP method: POST or PUT (with the -ms body) or GET.")
+
+
+def target(settings: Settings[Any], destination: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path) of a destination: a URL, or a path on --host / --port."""
+    if destination.startswith(("http://", "https://")):
+        url = urlsplit(destination)
+        scheme = url.scheme
+        port = url.port or (443 if scheme == "https" else 80)
+        path = url.path or "/"
+        if url.query:
+            path += "?" + url.query
+        return scheme, url.hostname or "127.0.0.1", port, path
+    scheme = "https" if settings.tls else "http"
+    host, port = settings.address(443 if settings.tls else 80)
+    return scheme, host, port, destination if destination.startswith("/") else "/" + \
+        destination
+
+
+class HttpTransport(Transport):
+    name = "http"
+    description = "HTTP request/reply via urllib3 (Requestor only; the server answers)"
+    capabilities = Capability.QUEUES | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+    Options = HttpOptions
+    settings: Settings[HttpOptions]
+
+    @classmethod
+    def endpoint(cls, settings: Settings[Any]) -> str:
+        host, port = settings.address(443 if settings.tls else 80)
+        return f"http@{host}:{port}"
+
+    @classmethod
+    def problems(cls, settings: Settings[HttpOptions]) -> list[tuple[str, str]]:
+        out = []
+        if settings.role != "Requestor":
+            out.append(("-m", "the http transport has only a Requestor: the HTTP server "
+                        "answers"))
+        if settings.options.method.upper() not in METHODS:
+            out.append(("--method", f"methods are {', '.join(METHODS)}"))
+        for flag, given in (("-pp", settings.persistent), ("-tx", settings.transacted),
+                            ("--selector", settings.selector),
+                            ("--durable-name", settings.durable_name)):
+            if given:
+                out.append((flag, "means nothing to an HTTP request"))
+        return out
+
+    def __init__(self, settings: Settings[HttpOptions]) -> None:
+        super().__init__(settings)
+        self.method = settings.options.method.upper()
+        self.pool: Any = None
+        self.pool_key: tuple[str, str, int] | None = None
+        self.reply: Message | None = None
+        self.reply_timeout = settings.reply_timeout
+
+    def open(self) -> None:
+        """Connections open with the first request (each thread's URL is its destination)."""
+
+    def _pool(self, scheme: str, host: str, port: int) -> Any:
+        if self.pool_key != (scheme, host, port):
+            if self.pool is not None:
+                self.pool.close()
+            s = self.settings
+            timeout = urllib3.Timeout(connect=CONNECT_TIMEOUT_S, read=self.reply_timeout)
+            common = dict(maxsize=1, block=True, timeout=timeout, retries=False)
+            if scheme == "https":
+                self.pool = urllib3.HTTPSConnectionPool(
+                    host, port, ca_certs=s.ca, cert_file=s.cert, key_file=s.key, **common)
+            else:
+                self.pool = urllib3.HTTPConnectionPool(host, port, **common)
+            self.pool_key = (scheme, host, port)
+        return self.pool
+
+    def send(self, destination: Destination, message: Message) -> None:
+        scheme, host, port, path = target(self.settings, destination.name)
+        pool = self._pool(scheme, host, port)
+        body = None if self.method == "GET" else message.body
+        try:
+            response = pool.urlopen(self.method, path, body=body,
+                                    headers=message.properties, retries=False,
+                                    preload_content=True, assert_same_host=False)
+        except urllib3.exceptions.TimeoutError:
+            raise TransportError(f"no response within {self.reply_timeout:g} s",
+                                 kind="timeout") from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransportError(f"{scheme}://{host}:{port}{path}: {_reason(exc)}") from None
+        status = response.status
+        if not 200 <= status < 300:
+            raise TransportError(f"{status} {response.reason or ''}".strip(),
+                                 kind=f"HTTP {status}", answered=True)
+        # The reply is the request completed: the round trip is what is measured.
+        self.reply = Message(response.data, message.producer, message.seq, message.ts,
+                             message.sent)
+
+    def subscribe(self, destination: Destination) -> None:
+        """Responses come back on the request's own connection."""
+
+    def receive(self, timeout: float) -> Message | None:
+        reply, self.reply = self.reply, None
+        return reply
+
+    def temporary_queue(self) -> Destination:
+        return Destination("queue", "response")
+
+    def close(self) -> None:
+        if self.pool is not None:
+            with contextlib.suppress(Exception):
+                self.pool.close()
+            self.pool = None
+
+
+def _reason(exc: BaseException) -> str:
+    inner = getattr(exc, "reason", None)
+    return str(inner or exc) or type(exc).__name__

@@ -1,0 +1,51 @@
+"""What transports that notice a lost connection themselves share: the next call opens it
+again, at most every RECONNECT_EVERY_S, makes the subscription again on it, and counts the
+outage."""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+
+from harness.transports.base import TransportError
+from harness.transports.message import Destination
+
+RECONNECT_EVERY_S = 0.5
+
+
+class Reconnecting:
+    """A mixin for a Transport: set `connected` False when the connection is lost."""
+
+    connected = False
+    last_attempt = 0.0
+    subscription: Destination | None = None
+
+    @abstractmethod
+    def _reopen(self) -> None:
+        """Drop what is left of the lost connection and connect again."""
+
+    @abstractmethod
+    def _subscribe(self, destination: Destination) -> None:
+        """Start consuming from destination on the current connection."""
+
+    def _check(self) -> None:
+        """Reconnect a lost connection, or raise TransportError."""
+        if self.connected:
+            return
+        now = time.monotonic()
+        if now - self.last_attempt < RECONNECT_EVERY_S:
+            raise TransportError("not connected")
+        self.last_attempt = now
+        outages = self.outages  # type: ignore[attr-defined]
+        outages.went_down()
+        self._reopen()
+        if self.subscription is not None:
+            self._subscribe(self.subscription)
+        outages.came_up()
+
+    def subscribe(self, destination: Destination) -> None:
+        self.subscription = destination
+        if self.connected:
+            self._subscribe(destination)
+        else:
+            self._check()  # subscribes once connected

@@ -1,0 +1,159 @@
+"""The redis transport (redis-py) against a real redis-server, started by the broker script
+where it does not already run."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import redis
+from harness.transports.message import Destination, Message
+from harness.transports.redis import RedisTransport
+
+from tests.conftest import env, harness_command, settings_for, unique
+
+
+@pytest.fixture
+def server(brokers):
+    client = redis.Redis()
+    yield client
+    client.close()
+
+
+def test_every_role_on_channels_patterns_and_streams(harness, server):
+    q, t, s, r = unique("rq"), unique("rt"), unique("rs"), unique("rr")
+    done = harness(
+        "run", "-m", "redis.Sender", "-d", q, "-mg", "600", "-rt", "600", "-ss", "1",
+        "-g", f"-m redis.Receiver -d {q} -nt 2 --prefetch 50",
+        "-g", f"-m redis.Publisher -d {t}.a -mg 300 -rt 300",
+        "-g", f"-m redis.Subscriber -d {t}.a -nt 2",
+        "-g", f"-m redis.Subscriber -gn pattern -d {t}.*",
+        "-g", f"-m redis.Publisher -gn spub -d {s} --streams -mg 300 -rt 300",
+        "-g", f"-m redis.Subscriber -gn ssub -d {s} --streams -nt 2",
+        "-g", f"-m redis.Requestor -d {r} -mg 200 -rt 200",
+        "-g", f"-m redis.Responder -d {r} -nt 2")
+    assert done.code == 0, done.stderr
+    g = done.summary["groups"]
+    # The consumer group shares the stream: each message once, at one of the receivers.
+    assert g["sender"]["sent"] == 600 and g["receiver"]["received"] == 600
+    assert g["subscriber"]["received"] == 600 and g["pattern"]["received"] == 300
+    assert g["ssub"]["received"] == 600
+    assert g["requestor"]["received"] == 200 and g["responder"]["sent"] == 200
+    for name, group in g.items():
+        assert group["errors"] == 0 and group["lost"] == 0 and group["duplicated"] == 0, name
+    # Every message was acknowledged: nothing left pending in the group.
+    assert server.xpending(q, "harness")["pending"] == 0
+    # A Requestor's reply stream goes with it.
+    assert not server.keys("harness.reply.*")
+
+
+def test_a_subscriber_disconnected_for_falling_behind_is_reported_with_its_loss(harness,
+                                                                               server):
+    t = unique("rslow")
+    before = server.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+    classes = dict(zip(before.split()[::4], [before.split()[i:i + 4]
+                                             for i in range(0, len(before.split()), 4)],
+                       strict=True))
+    # A small output buffer for pub/sub clients: a subscriber 64 kB behind is disconnected.
+    server.config_set("client-output-buffer-limit", "pubsub 64kb 32kb 1")
+    try:
+        done = harness("run", "-m", "redis.Publisher", "-d", t, "--processes", "2", "-rl", "3",
+                       "-ss", "1", "-g", f"-m redis.Subscriber -d {t}")
+    finally:
+        server.config_set("client-output-buffer-limit", " ".join(classes["pubsub"]))
+    assert done.code == 0, done.stderr
+    sent = done.summary["groups"]["publisher"]["sent"]
+    subscriber = done.summary["groups"]["subscriber"]
+    assert subscriber["reconnects"] >= 1
+    assert "disconnected error: the server closed the subscription" in done.stderr
+    assert subscriber["lost"] > 0
+    assert subscriber["lost"] == sent - subscriber["received"]
+    (delivery,) = done.summary["delivery"]
+    assert delivery["missing"] == subscriber["lost"]
+
+
+def test_a_killed_consumers_pending_messages_are_claimed_and_counted(harness, server,
+                                                                     tmp_path):
+    q = unique("rclaim")
+    server.xgroup_create(q, "harness", id="$", mkstream=True)
+    # A second consumer of the group in a process of its own, killed while it holds messages.
+    victim = subprocess.Popen(harness_command(
+        "run", "-m", "redis.Receiver", "-d", q, "--prefetch", "200", "-rl", "30",
+        "-o", str(tmp_path / "victim")), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env(), cwd=tmp_path, start_new_session=True)
+    try:
+        time.sleep(2.5)  # running, its consumer in the group
+        main = subprocess.Popen(harness_command(
+            "run", "-m", "redis.Sender", "-d", q, "-rt", "3000", "-rl", "6", "-ss", "1",
+            "--drain", "8", "-o", str(tmp_path / "main"),
+            "-g", f"-m redis.Receiver -d {q} --prefetch 200 --claim-idle 1"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+        time.sleep(3)
+        # Frozen first: the read it left waiting is served all the same, so it dies holding
+        # messages it never acknowledged, as a consumer that hangs and is killed does.
+        os.killpg(victim.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        os.killpg(victim.pid, signal.SIGKILL)  # the run and its worker processes
+        victim.wait()
+        held = {c["name"]: c["pending"] for c in server.xinfo_consumers(q, "harness")}
+        _, err = main.communicate(timeout=120)
+    finally:
+        victim.kill()
+        victim.wait()
+    assert main.returncode == 0, err
+    (run_dir,) = (tmp_path / "main").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
+    assert receiver["redelivered"] > 0, f"the killed consumer held nothing: {held}"
+    assert receiver["duplicated"] == 0 and receiver["errors"] == 0
+    # Nothing is left pending: what the dead consumer held was claimed and acknowledged.
+    assert server.xpending(q, "harness")["pending"] == 0
+    # What the receiver missed is exactly what the victim took and acknowledged before it died.
+    (delivery,) = summary["delivery"]
+    assert receiver["received"] + delivery["missing"] == sender["sent"]
+
+
+def message(seq: int) -> Message:
+    return Message(b"x" * 10, "run:p", seq, 0, 0)
+
+
+def test_transactions_make_nothing_visible_before_the_commit(server):
+    q = unique("rtx")
+    transport = RedisTransport(settings_for("redis.Sender", transacted=True, maxlen=0))
+    transport.connect()
+    try:
+        transport.begin()
+        for seq in range(5):
+            transport.send(Destination("queue", q), message(seq))
+        transport.flush()  # a producer about to sleep: the transaction stays open
+        assert server.xlen(q) == 0
+        transport.commit()
+        assert server.xlen(q) == 5
+    finally:
+        transport.close()
+
+
+def test_maxlen_trims_the_stream(harness, server):
+    q = unique("rtrim")
+    done = harness("run", "-m", "redis.Sender", "-d", q, "-mg", "5000", "--maxlen", "100")
+    assert done.code == 0, done.stderr
+    assert done.summary["groups"]["sender"]["sent"] == 5000
+    # MAXLEN ~ trims whole nodes of the stream: about 100 entries, never all 5,000.
+    assert 100 <= server.xlen(q) < 1000
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-m", "redis.Sender", "-d", "q", "-pp"], "-pp: Redis persists by its server"),
+    (["-m", "redis.Subscriber", "-d", "q", "--selector", "a = 1"], "--selector: Redis has no"),
+    (["-m", "redis.Receiver", "-d", "q", "-tx"], "-tx: Redis transactions"),
+    (["-m", "redis.Subscriber", "-d", "q", "--durable-name", "d"],
+     "--durable-name: pub/sub keeps nothing"),
+    (["-m", "redis.Publisher", "-d", "q", "--maxlen", "10"], "--maxlen: trims streams"),
+])
+def test_what_redis_cannot_do_is_refused_before_the_run(harness, args, message):
+    done = harness("run", *args, "-rl", "1")
+    assert done.code == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
