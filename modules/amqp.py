@@ -540,14 +540,8 @@ class AmqpTransport(DrivenTransport):
         return Destination("queue", DIRECT_REPLY_TO)
 
     # -- transactions: a transactional channel is always in one (tx.select at open)
-    def begin(self) -> None:
-        if not self.connected:
-            self._check()
-
     def commit(self) -> None:
-        if not self.connected:
-            self._check()
-            raise TransportError("commit: the connection was lost, the transaction with it")
+        self._ready_to_commit()
         self._rpc(lambda cb: self.channel.tx_commit(callback=cb), "tx.commit")
 
     def abort(self) -> None:

@@ -72,12 +72,7 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         self._write_out()
 
     def receive(self, timeout: float) -> Message | None:
-        if not self.connected:
-            try:
-                self._check()
-            except TransportError:
-                time.sleep(timeout)
-                raise
+        self._ready(timeout)
         if not len(self.inbox):
             if timeout <= 0 and self.sink is not None:
                 # Handing over to deliver(): the caller drains what came before, under the

@@ -49,3 +49,23 @@ class Reconnecting:
             self._subscribe(destination)
         else:
             self._check()  # subscribes once connected
+
+    def _ready(self, timeout: float = 0.0) -> None:
+        """Before a receive: reconnect, or wait timeout and raise (a dead broker must not
+        turn a consumer's loop into a busy one)."""
+        if not self.connected:
+            try:
+                self._check()
+            except TransportError:
+                time.sleep(timeout)
+                raise
+
+    # -- transactions, where the transport has them: one lives and dies with its connection
+    def begin(self) -> None:
+        if not self.connected:
+            self._check()
+
+    def _ready_to_commit(self) -> None:
+        if not self.connected:
+            self._check()
+            raise TransportError("commit: the connection was lost, the transaction with it")

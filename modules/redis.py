@@ -237,12 +237,7 @@ class RedisTransport(Reconnecting, Transport):
             raise TransportError(f"subscribe to {name}: {_reason(exc)}") from None
 
     def receive(self, timeout: float) -> Message | None:
-        if not self.connected:
-            try:
-                self._check()
-            except TransportError:
-                time.sleep(timeout)
-                raise
+        self._ready(timeout)
         if self.queued:
             self._execute()  # a Responder's replies go before it waits
         if not self.buffer:
@@ -325,14 +320,8 @@ class RedisTransport(Reconnecting, Transport):
         return Destination("queue", self.reply_key)
 
     # -- transactions: MULTI/EXEC around a producer's sends
-    def begin(self) -> None:
-        if not self.connected:
-            self._check()
-
     def commit(self) -> None:
-        if not self.connected:
-            self._check()
-            raise TransportError("commit: the connection was lost, the transaction with it")
+        self._ready_to_commit()
         if self.queued:
             self._execute()
             self.pipe = None
