@@ -100,12 +100,13 @@ def test_merge_of_two_tiny_runs(installed: Path, tmp_path: Path) -> None:
 
 
 def test_an_extra_not_installed_is_named_not_a_traceback(installed: Path, tmp_path: Path) -> None:
-    # The wheel is installed without extras: pika and Proton are missing.
+    # The wheel is installed without extras: pika, Proton, nats-py, redis-py and urllib3 are
+    # missing.
     listed = run(installed, tmp_path, "modules")
     assert listed.returncode == 0, listed.stderr
     assert "stomp.Sender" in listed.stdout
-    assert "pip install 'broker-harness[amqp]'" in listed.stdout
-    assert "pip install 'broker-harness[amqp10]'" in listed.stdout
+    for extra in ("amqp", "amqp10", "nats", "redis", "http"):
+        assert f"pip install 'broker-harness[{extra}]'" in listed.stdout
     done = run(installed, tmp_path, "run", "-m", "amqp.Sender", "-d", "q", "-rl", "1")
     assert done.returncode == 2
     assert done.stderr.strip() == ("harness: error: -m: the amqp transport needs the Python "

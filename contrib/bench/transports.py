@@ -5,13 +5,13 @@
 
 Needs the brokers of contrib/brokers/brokers.sh. Each case runs a producer and a consumer at
 once, each in its own process, as fast as they go, with 256-byte bodies: once as bare
-stomp.py, paho-mqtt, pika or Proton loops (no timing, no recording, no checks), once as
-harness groups (every message timed and sequence-checked). Both count what they sent and
-received over the same window after one second of warm-up, and the script prints msgs/s and
-harness / bare.
+stomp.py, paho-mqtt, pika, Proton, nats-py or redis-py loops (no timing, no recording, no
+checks), once as harness groups (every message timed and sequence-checked). Both count what
+they sent and received over the same window after one second of warm-up, and the script
+prints msgs/s and harness / bare.
 
 The bare loops send the same frames as the harness (its `harness` header on STOMP, its 38-byte
-prefix on MQTT), so the ratio is the cost of the harness's own work. MQTT runs at
+prefix on MQTT, NATS and Redis), so the ratio is the cost of the harness's own work. MQTT runs at
 QoS 0, where Mosquitto drops what a slow subscriber cannot take: there the subscriber's rate
 is what it managed to receive. The bare MQTT producer uses paho's fastest public API, as the
 harness does: its loop driven from the publishing thread (loop_write every 64 publishes).
@@ -20,12 +20,17 @@ Beside each rate, client CPU per message: the process's CPU time (every thread, 
 library's own included) over the messages it counted in the window, for the bare loop; the
 figure the run reports (client_us_per_msg) for the harness.
 
-Last, mqtt.Publisher with 2 processes beside mosquitto_pub --repeat, the broker's own tool.
+Then redis.Publisher with 2 processes beside redis-benchmark PUBLISH (2 connections, 64
+pipelined), http.Requestor beside a bare urllib3 loop (one kept-alive connection, a POST at a time)
+against nginx; last, mqtt.Publisher with 2 processes beside mosquitto_pub --repeat, the
+broker's own tool.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import functools
 import json
 import select
@@ -49,6 +54,7 @@ MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
 # cost either way (see the README), and would hide the harness's own.
 AMQP10 = ["--flavour", "rabbitmq", "--settle", "at-most-once"]
 AMQP10_PREFIX = {"queue": "/queue/", "topic": "/topic/"}
+INFLIGHT = 256  # JetStream publish acknowledgements outstanding, on both sides
 
 
 # -- the harness side --------------------------------------------------------------------------
@@ -85,11 +91,10 @@ def stomp_connection(broker: str):
     return conn
 
 
-def mqtt_payload() -> bytes:
-    from harness.transports.message import Message
-    from harness.transports.mqtt import encode
-    return encode(Message(BODY, "bench:publisher:0:0", 1, time.time_ns(), time.time_ns(), 1),
-                  "", "")
+def framed() -> bytes:
+    """A body with the harness's payload prefix (MQTT, NATS, Redis carry their fields so)."""
+    from harness.transports.message import Message, frame
+    return frame(Message(BODY, "bench:publisher:0:0", 1, time.time_ns(), time.time_ns(), 1))
 
 
 def mqtt_client(driven: bool = False):
@@ -154,6 +159,96 @@ def proton_turn(conn, timeout: float) -> None:
         container.process()
 
 
+async def nats_send(destination: str, start: float, end: float, jetstream: bool) -> int:
+    """nats-py's own fastest publishing: publish without waiting (core), or publish_async
+    with INFLIGHT acknowledgements outstanding (JetStream), in one coroutine."""
+    import nats
+    name = destination.partition(":")[2]
+    nc = await nats.connect("nats://127.0.0.1:4222")
+    payload, count = framed(), 0
+    if jetstream:
+        js = nc.jetstream(publish_async_max_pending=INFLIGHT)
+        stream = "harness-" + name.replace(".", "_")
+        await js.add_stream(name=stream, subjects=[name])
+        while (now := time.monotonic()) < end:
+            await js.publish_async(name, payload)  # waits while INFLIGHT are outstanding
+            count += now >= start
+        await js.publish_async_completed()
+    else:
+        while (now := time.monotonic()) < end:
+            await nc.publish(name, payload)
+            count += now >= start
+        await nc.flush()
+    await nc.close()
+    return count
+
+
+async def nats_receive(destination: str, on_message, counted: list[int], end: float,
+                       jetstream: bool) -> None:
+    import nats
+    from nats.js import api
+    where, _, name = destination.partition(":")
+    nc = await nats.connect("nats://127.0.0.1:4222")
+
+    async def callback(msg) -> None:
+        on_message()
+        if jetstream:
+            await msg.ack()
+
+    if jetstream:
+        js = nc.jetstream()
+        stream = "harness-" + name.replace(".", "_")
+        with contextlib.suppress(Exception):
+            await js.add_stream(name=stream, subjects=[name])
+        await js.subscribe(name, stream=stream, cb=callback, manual_ack=True,
+                           config=api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW))
+    else:
+        await nc.subscribe(name, queue="harness" if where == "queue" else "", cb=callback)
+    last, seen = time.monotonic(), 0
+    while time.monotonic() < end + 1 or time.monotonic() - last < 1:
+        await asyncio.sleep(0.2)
+        if counted[1] != seen:
+            seen, last = counted[1], time.monotonic()
+    if jetstream:
+        await nc.jsm().delete_stream(stream)
+    await nc.close()
+
+
+def redis_receive(destination: str, on_message, counted: list[int], end: float,
+                  pubsub: bool) -> None:
+    """redis-py's pub/sub get_message, or XREADGROUP COUNT 100 with the acknowledgements
+    sent with the next read."""
+    import redis
+    name = destination.partition(":")[2]
+    client = redis.Redis()
+    last, seen = time.monotonic(), 0
+    if pubsub:
+        subscription = client.pubsub(ignore_subscribe_messages=True)
+        subscription.subscribe(name)
+        while time.monotonic() < end + 1 or time.monotonic() - last < 1:
+            if subscription.get_message(timeout=0.2) is not None:
+                on_message()
+                last = time.monotonic()
+        return
+    with contextlib.suppress(redis.exceptions.ResponseError):
+        client.xgroup_create(name, "harness", id="$", mkstream=True)
+    to_ack: list[bytes] = []
+    while time.monotonic() < end + 1 or time.monotonic() - last < 1:
+        pipe = client.pipeline(transaction=False)
+        if to_ack:
+            pipe.xack(name, "harness", *to_ack)
+        pipe.xreadgroup("harness", "bare", {name: ">"}, count=100, block=200)
+        streams = pipe.execute()[-1]
+        to_ack = []
+        for _, entries in streams or ():
+            for entry_id, _fields in entries:
+                on_message()
+                to_ack.append(entry_id)
+        if counted[1] != seen:
+            seen, last = counted[1], time.monotonic()
+    client.delete(name)
+
+
 def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
     """Run one bare producer or consumer; print what it counted in the window as JSON."""
     start = time.monotonic() + WARMUP
@@ -206,8 +301,32 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
                 proton_turn(conn, 0)
                 while link.queued:  # no credit or a full socket: wait
                     proton_turn(conn, 0.01)
+    elif kind in ("nats-send", "natsjs-send"):
+        count = asyncio.run(nats_send(destination, start, end, kind == "natsjs-send"))
+    elif kind in ("redis-send", "redis-stream-send"):
+        import redis
+        client = redis.Redis()
+        where, _, name = destination.partition(":")
+        pipe, payload = client.pipeline(transaction=False), framed()
+        queued = 0
+        while (now := time.monotonic()) < end:
+            if where == "topic" and kind == "redis-send":
+                pipe.publish(name, payload)
+            else:
+                pipe.xadd(name, {b"m": payload})
+            count += now >= start
+            queued += 1
+            if queued == 64:
+                queued = 0
+                pipe.execute()
+    elif kind == "http-request":  # a round trip at a time on one kept-alive connection
+        import urllib3
+        pool = urllib3.HTTPConnectionPool("127.0.0.1", 8090, maxsize=1, retries=False)
+        while (now := time.monotonic()) < end:
+            pool.urlopen("POST", destination, body=BODY, preload_content=True)
+            count += now >= start
     elif kind == "mqtt-send":
-        client, payload = mqtt_client(driven=True), mqtt_payload()
+        client, payload = mqtt_client(driven=True), framed()
         queued = 0
         while (now := time.monotonic()) < end:
             client.publish(destination, payload, 0)
@@ -229,7 +348,13 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
                 counted[0] += 1
 
         turn = None
-        if kind == "amqp-receive":
+        if kind in ("nats-receive", "natsjs-receive"):
+            asyncio.run(nats_receive(destination, on_message, counted, end,
+                                     kind == "natsjs-receive"))
+        elif kind in ("redis-receive", "redis-stream-receive"):
+            redis_receive(destination, on_message, counted, end,
+                          kind == "redis-receive" and destination.startswith("topic:"))
+        elif kind == "amqp-receive":
             conn, channel, turn = pika_driven()
             where, _, name = destination.partition(":")
             if where == "queue":
@@ -278,7 +403,8 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
         # Keep consuming (uncounted) until the producer has stopped too, and the queue is
         # drained: what the broker keeps would hold the next producer back.
         last_seen = time.monotonic()
-        while time.monotonic() < end + 1 or time.monotonic() - last_seen < 1:
+        while not kind.startswith(("nats", "redis")) and \
+                (time.monotonic() < end + 1 or time.monotonic() - last_seen < 1):
             before = counted[1]
             if turn is not None:  # this thread drives the client's I/O itself
                 turn(0.2)
@@ -316,8 +442,8 @@ def destination(mqtt: bool) -> str:
 def bare_case(seconds: float, kind: str, broker: str, send: str,
               receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(send.startswith("mqtt"))
-    dest = name if send.startswith("mqtt") else f"{kind}:{name}" \
-        if send.startswith("amqp") else f"/{kind}/{name}"
+    dest = name if send.startswith("mqtt") else f"/{kind}/{name}" \
+        if send.startswith("stomp") else f"{kind}:{name}"
     return bare(seconds, broker, (dest, dest), send, receive)
 
 
@@ -329,7 +455,17 @@ def harness_case(seconds: float, producer: str, consumer: str,
     rates = harness(seconds, ["-m", producer, "-d", name, *flags],
                     ["-m", consumer, "-d", name, *flags],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
+    if "--jetstream" in flags:
+        asyncio.run(delete_stream("harness-" + name.replace(".", "_")))
     return rates[producer.split(".")[1].lower()], rates[consumer.split(".")[1].lower()]
+
+
+async def delete_stream(name: str) -> None:
+    import nats
+    nc = await nats.connect("nats://127.0.0.1:4222")
+    with contextlib.suppress(Exception):
+        await nc.jsm().delete_stream(name)
+    await nc.close()
 
 
 def row(name: str, bares: list[tuple[float, float]],
@@ -385,6 +521,16 @@ def main() -> None:
                    f"{transport}-send", f"{transport}-receive")
                   for p, c, kind in (("Sender", "Receiver", "queue"),
                                      ("Publisher", "Subscriber", "topic"))]
+    for transport, flags, send in (("nats", [], "nats"), ("nats", ["--jetstream", "--inflight",
+                                                                  str(INFLIGHT)], "natsjs"),
+                                   ("redis", [], "redis"), ("redis", ["--streams"],
+                                                            "redis-stream")):
+        for p, c, kind in (("Sender", "Receiver", "queue"), ("Publisher", "Subscriber", "topic")):
+            if send == "redis-stream" and kind == "queue":
+                continue  # Sender / Receiver are streams already
+            label = {"natsjs": "jetstream", "redis-stream": "redis streams"}.get(send, send)
+            cases.append((f"{transport}.{p}", f"{transport}.{c}", kind, label, flags,
+                          f"{send}-send", f"{send}-receive"))
     cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
         bares, harnesses = compare(
@@ -393,6 +539,38 @@ def main() -> None:
         row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
         row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
 
+    if "redis".startswith(args.only[:5]):
+        channel = f"bench.{uuid.uuid4().hex[:8]}"
+
+        def one_redis_benchmark() -> float:
+            # Redis's own tool, PUBLISH of a 256-byte body, 2 connections pipelining 64.
+            n = 400_000
+            out = subprocess.run(["redis-benchmark", "-q", "-n", str(n), "-c", "2", "-P", "64",
+                                  "PUBLISH", channel, BODY.decode()], capture_output=True,
+                                 text=True, check=True).stdout
+            return float(out.replace("\r", "\n").split("requests per second")[-2]
+                         .split()[-1])
+
+        def one_publishers() -> float:
+            return harness(seconds, ["-m", "redis.Publisher", "-d", channel, "--processes",
+                                     "2"])["publisher"][0]
+
+        natives, ours = compare(repeat, one_redis_benchmark, one_publishers)
+        row("redis.Publisher --processes 2 / redis-benchmark PUBLISH", natives, ours)
+    if "http".startswith(args.only[:4]):
+        def one_bare_http() -> tuple[float, float]:
+            child = subprocess.run([sys.executable, __file__, "--loop", "http-request", "nginx",
+                                    "/", str(seconds)], capture_output=True, text=True,
+                                   check=True)
+            out = json.loads(child.stdout)
+            return out["rate"], out["us"]
+
+        def one_http() -> tuple[float, float]:
+            return harness(seconds, ["-m", "http.Requestor", "-d",
+                                     "http://127.0.0.1:8090/"])["requestor"]
+
+        bares, ours = compare(repeat, one_bare_http, one_http)
+        row("http.Requestor (nginx)", bares, ours)
     if not "mqtt".startswith(args.only[:4]):
         return
     topic = f"bench/{uuid.uuid4().hex[:8]}"
