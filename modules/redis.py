@@ -52,8 +52,8 @@ CLAIM_EVERY_S = 1.0
 REPLY_MAXLEN = 10_000
 SOCKET_TIMEOUT_S = 10.0
 
-CAPABILITIES = Capability.QUEUES | Capability.TOPICS | Capability.TRANSACTIONS | \
-    Capability.DURABLE | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+CAPABILITIES = Capability.QUEUES | Capability.TOPICS | Capability.DURABLE | \
+    Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
 ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
@@ -85,6 +85,13 @@ class RedisTransport(Reconnecting, Transport):
     def endpoint(cls, settings: Settings[Any]) -> str:
         host, port = settings.address(DEFAULT_PORT)
         return f"redis@{host}:{port}/{settings.options.database}"
+
+    @classmethod
+    def capabilities_for(cls, settings: Settings[RedisOptions]) -> Capability:
+        # MULTI/EXEC batches a producer's sends; a consumer's read cannot wait inside one.
+        if settings.role in ("Sender", "Publisher"):
+            return CAPABILITIES | Capability.TRANSACTIONS
+        return CAPABILITIES
 
     @classmethod
     def problems(cls, settings: Settings[RedisOptions]) -> list[tuple[str, str]]:

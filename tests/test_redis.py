@@ -98,7 +98,7 @@ def test_a_killed_consumers_pending_messages_are_claimed_and_counted(harness, se
         os.killpg(victim.pid, signal.SIGKILL)  # the run and its worker processes
         victim.wait()
         held = {c["name"]: c["pending"] for c in server.xinfo_consumers(q, "harness")}
-        _, err = main.communicate(timeout=120)
+        out, err = main.communicate(timeout=120)
     finally:
         victim.kill()
         victim.wait()
@@ -107,6 +107,7 @@ def test_a_killed_consumers_pending_messages_are_claimed_and_counted(harness, se
     summary = json.loads((run_dir / "summary.json").read_text())
     sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
     assert receiver["redelivered"] > 0, f"the killed consumer held nothing: {held}"
+    assert f"receiver: {receiver['redelivered']} messages redelivered" in out
     assert receiver["duplicated"] == 0 and receiver["errors"] == 0
     # Nothing is left pending: what the dead consumer held was claimed and acknowledged.
     assert server.xpending(q, "harness")["pending"] == 0

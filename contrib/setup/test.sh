@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs everything the tests need, starts the real brokers (Mosquitto, ActiveMQ,
-# RabbitMQ from Debian's packages), installs Java and Chromium where missing, and runs the
-# whole suite (lint, then pytest).
+# Installs everything the tests need, starts the real servers (Mosquitto, ActiveMQ, RabbitMQ,
+# nats-server, Redis, nginx from Debian's packages), installs Java and Chromium where missing,
+# and runs the whole suite (lint, then pytest).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash contrib/setup/venv.sh

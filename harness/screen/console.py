@@ -43,6 +43,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
         text += (f" | {labels[name][head]} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
                  f" p99={format_us(p['p99'])} p99.9={format_us(p['p99.9'])}"
                  f" max={format_us(p['max'])}")
+        if c["redelivered"]:
+            text += f" redelivered={c['redelivered']}"
         if c["foreign"]:
             text += f" foreign={c['foreign']} (not from a harness producer: not timed)"
         if c["reconnects"] or c["outage_ms"]:
@@ -116,6 +118,9 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                           f"{format_us(q['p90'])} p99 {format_us(q['p99'])} p99.9 "
                           f"{format_us(q['p99.9'])} max {format_us(q['max'])} (send to the "
                           "broker's confirmation)")
+        if g.get("redelivered"):
+            console.print(f"{name}: {g['redelivered']} messages redelivered (taken back from a "
+                          "consumer that never acknowledged them)", highlight=False)
     floor = summary.get("floor")
     if floor and floor["samples"]:
         beside = "; ".join(
