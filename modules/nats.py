@@ -24,7 +24,9 @@ many acknowledgements outstanding, each timed as the `confirm` metric; a negativ
 (after ACK_TIMEOUT_S) is a failed send. Receivers share one durable consumer (push with a
 deliver group, or pull with --pull-batch N), each Subscriber has its own (ephemeral, or durable
 with --durable-name); --prefetch is max-ack-pending; messages are acknowledged one by one, and
-a redelivered one is seen as a duplicate.
+a message the server delivers again (another consumer held it past --ack-wait, or this one's
+acknowledgement was lost) counts as `redelivered`, and as a duplicate where this consumer had
+it already.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class NatsOptions:
                             "interest.")
     pull_batch: int = option(0, "JetStream pull consumer fetching N messages a request; 0 = a "
                              "push consumer.", low=0)
+    ack_wait: float = option(0.0, "JetStream: seconds a consumer's message may stay "
+                             "unacknowledged before the server delivers it again (counted as "
+                             "redelivered); 0 = the server's default, 30 s.", low=0)
     pending_limit: int = option(0, "Messages a subscription may hold before nats-py drops "
                                 "new ones as a slow consumer (counted as errors and lost); "
                                 "0 = nats-py's default, 524,288.", low=0)
@@ -124,6 +129,7 @@ class NatsTransport(DrivenTransport):
             out.append(("--ack", f"acknowledgement modes are {', '.join(ACK_MODES)}"))
         if not o.jetstream:
             for flag, given in (("--stream", o.stream), ("--pull-batch", o.pull_batch),
+                                ("--ack-wait", o.ack_wait),
                                 ("--durable-name", settings.durable_name)):
                 if given:
                     out.append((flag, "is for JetStream: add --jetstream"))
@@ -365,6 +371,7 @@ class NatsTransport(DrivenTransport):
             durable = None
         config = api.ConsumerConfig(
             ack_policy=api.AckPolicy.EXPLICIT, max_ack_pending=o.prefetch or None,
+            ack_wait=o.ack_wait or None,
             deliver_policy=api.DeliverPolicy.ALL if durable else api.DeliverPolicy.NEW)
         if o.pull_batch:
             self.pull = self._run(self.js.pull_subscribe(
@@ -407,6 +414,8 @@ class NatsTransport(DrivenTransport):
             message.reply_to = Destination("queue", raw.reply)
         message.correlation_id = correlation or None
         message.handle = raw
+        if self.js is not None and raw.metadata.num_delivered > 1:
+            self.feedback.redelivered += 1  # the server's second try: its consumer gave up
         return message
 
     def ack(self, message: Message) -> None:

@@ -112,3 +112,35 @@ def settings_for(module: str, **given: Any) -> Any:
     from harness.spec.group import group_spec
     keys = {key.replace("_", "-"): value for key, value in given.items()}
     return group_spec({"module": module, "name": "t", **keys}).settings("test", 0, 0)
+
+
+def beside_a_killed_consumer(tmp_path: Path, victim: list[str], main: list[str],
+                             settle: float = 2.5) -> tuple[dict[str, Any], str]:
+    """Run `main` (harness run arguments) while a second consumer of the same destination,
+    `victim`, runs in a process group of its own and dies: frozen first, so that what the
+    broker hands it meanwhile is never acknowledged (a consumer that hangs and is killed),
+    then killed. (main's summary.json, its stdout) once main has ended successfully."""
+    import signal
+    import time
+    dead = subprocess.Popen(harness_command("run", *victim, "-rl", "30", "-o",
+                                            str(tmp_path / "victim")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env(),
+                            cwd=tmp_path, start_new_session=True)
+    try:
+        time.sleep(settle)  # running, subscribed
+        proc = subprocess.Popen(harness_command("run", *main, "-o", str(tmp_path / "main")),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env(), cwd=tmp_path)
+        time.sleep(3)
+        os.killpg(dead.pid, signal.SIGSTOP)
+        time.sleep(0.5)
+        os.killpg(dead.pid, signal.SIGKILL)  # the run and its worker processes
+        dead.wait()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        dead.kill()
+        dead.wait()
+    assert proc.returncode == 0, err
+    run_dir = only_run_dir(tmp_path / "main")
+    assert run_dir is not None
+    return json.loads((run_dir / "summary.json").read_text()), out

@@ -8,7 +8,7 @@ import nats
 import pytest
 
 from harness.stats.histogram import decode
-from tests.conftest import unique
+from tests.conftest import beside_a_killed_consumer, unique
 from tests.test_restart import run_through_restart
 
 
@@ -142,10 +142,42 @@ def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cle
     assert "reconnects=" in stdout
 
 
+def test_jetstream_redelivers_what_a_killed_consumer_held_and_counts_it(tmp_path, brokers,
+                                                                        cleanup):
+    q = unique("njs.redeliver")
+    cleanup.append(f"harness-{q.replace('.', '_')}")
+    # Both receivers share the durable consumer, which hands a message out again once it has
+    # been unacknowledged for a second.
+    receiver = ["--jetstream", "--ack-wait", "1", "--prefetch", "200"]
+    summary, out = beside_a_killed_consumer(
+        tmp_path, ["-m", "nats.Receiver", "-d", q, *receiver],
+        ["-m", "nats.Sender", "-d", q, "--jetstream", "-rt", "2000", "-rl", "6", "-ss", "1",
+         "--drain", "8", "-g", " ".join(["-m nats.Receiver -d", q, *receiver])])
+    sender, receiver_group = summary["groups"]["sender"], summary["groups"]["receiver"]
+    assert receiver_group["redelivered"] > 0, "the killed consumer held nothing"
+    assert f"receiver: {receiver_group['redelivered']} messages redelivered" in out
+    assert receiver_group["errors"] == 0
+    # What the receiver missed is what the victim took and acknowledged before it froze.
+    (delivery,) = summary["delivery"]
+    assert receiver_group["received"] - receiver_group["duplicated"] + \
+        delivery["missing"] == sender["sent"]
+    assert asyncio.run(_ack_pending(f"harness-{q.replace('.', '_')}")) == 0
+
+
+async def _ack_pending(stream: str) -> int:
+    nc = await nats.connect("nats://127.0.0.1:4222")
+    try:
+        info = await nc.jsm().consumer_info(stream, f"harness-{stream}")
+        return info.num_ack_pending
+    finally:
+        await nc.close()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["-m", "nats.Sender", "-d", "q", "--selector", "a = 1"], "--selector: NATS has no"),
     (["-m", "nats.Sender", "-d", "q", "-pp"], "-pp: core NATS keeps nothing"),
     (["-m", "nats.Sender", "-d", "q", "--stream", "S"], "--stream: is for JetStream"),
+    (["-m", "nats.Receiver", "-d", "q", "--ack-wait", "5"], "--ack-wait: is for JetStream"),
     (["-m", "nats.Requestor", "-d", "q", "--jetstream"], "--jetstream: request/reply"),
     (["-m", "nats.Sender", "-d", "q", "--jetstream", "--storage", "memory", "-pp"],
      "-pp: a memory stream does not persist"),

@@ -1,18 +1,12 @@
 """The redis transport (redis-py) against a real redis-server, started by the broker script
 where it does not already run."""
 
-import json
-import os
-import signal
-import subprocess
-import time
-
 import pytest
 import redis
 from harness.transports.message import Destination, Message
 from harness.transports.redis import RedisTransport
 
-from tests.conftest import env, harness_command, settings_for, unique
+from tests.conftest import beside_a_killed_consumer, settings_for, unique
 
 
 @pytest.fixture
@@ -74,39 +68,16 @@ def test_a_subscriber_disconnected_for_falling_behind_is_reported_with_its_loss(
     assert delivery["missing"] == subscriber["lost"]
 
 
-def test_a_killed_consumers_pending_messages_are_claimed_and_counted(harness, server,
-                                                                     tmp_path):
+def test_a_killed_consumers_pending_messages_are_claimed_and_counted(server, tmp_path):
     q = unique("rclaim")
     server.xgroup_create(q, "harness", id="$", mkstream=True)
-    # A second consumer of the group in a process of its own, killed while it holds messages.
-    victim = subprocess.Popen(harness_command(
-        "run", "-m", "redis.Receiver", "-d", q, "--prefetch", "200", "-rl", "30",
-        "-o", str(tmp_path / "victim")), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env(), cwd=tmp_path, start_new_session=True)
-    try:
-        time.sleep(2.5)  # running, its consumer in the group
-        main = subprocess.Popen(harness_command(
-            "run", "-m", "redis.Sender", "-d", q, "-rt", "3000", "-rl", "6", "-ss", "1",
-            "--drain", "8", "-o", str(tmp_path / "main"),
-            "-g", f"-m redis.Receiver -d {q} --prefetch 200 --claim-idle 1"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
-        time.sleep(3)
-        # Frozen first: the read it left waiting is served all the same, so it dies holding
-        # messages it never acknowledged, as a consumer that hangs and is killed does.
-        os.killpg(victim.pid, signal.SIGSTOP)
-        time.sleep(0.5)
-        os.killpg(victim.pid, signal.SIGKILL)  # the run and its worker processes
-        victim.wait()
-        held = {c["name"]: c["pending"] for c in server.xinfo_consumers(q, "harness")}
-        out, err = main.communicate(timeout=120)
-    finally:
-        victim.kill()
-        victim.wait()
-    assert main.returncode == 0, err
-    (run_dir,) = (tmp_path / "main").iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
+    # A second consumer of the group in a process of its own dies holding messages.
+    summary, out = beside_a_killed_consumer(
+        tmp_path, ["-m", "redis.Receiver", "-d", q, "--prefetch", "200"],
+        ["-m", "redis.Sender", "-d", q, "-rt", "3000", "-rl", "6", "-ss", "1", "--drain", "8",
+         "-g", f"-m redis.Receiver -d {q} --prefetch 200 --claim-idle 1"])
     sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
-    assert receiver["redelivered"] > 0, f"the killed consumer held nothing: {held}"
+    assert receiver["redelivered"] > 0, "the killed consumer held nothing"
     assert f"receiver: {receiver['redelivered']} messages redelivered" in out
     assert receiver["duplicated"] == 0 and receiver["errors"] == 0
     # Nothing is left pending: what the dead consumer held was claimed and acknowledged.
