@@ -11,8 +11,13 @@ from tests.conftest import beside_a_killed_consumer, settings_for, unique
 
 @pytest.fixture
 def server(brokers):
+    """A client of the server; the keys a test made are deleted after it."""
     client = redis.Redis()
+    before = set(client.keys())
     yield client
+    made = set(client.keys()) - before
+    if made:
+        client.delete(*made)
     client.close()
 
 
