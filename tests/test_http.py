@@ -41,6 +41,18 @@ def test_a_slow_endpoint_shows_in_latency_not_in_a_slower_schedule(harness, brok
     assert group["unsent"] > 0  # due before the stop, never sent: counted, their wait recorded
 
 
+def test_requests_left_unsent_at_the_stop_never_exceed_the_message_count(harness, brokers):
+    # 60 requests asked at 40 a second of an endpoint that answers 20: about 40 are answered
+    # in the 2 s, so 20 of the 60 were due and never sent; the 40 more the schedule would
+    # have drawn before the stop were never asked for (-mg 60).
+    done = harness("run", "-m", "http.Requestor", "-d", f"{NGINX}/slow", "-rt", "40", "-rl", "2",
+                   "-mg", "60", "-ss", "1")
+    assert done.code == 0, done.stderr
+    group = done.summary["groups"]["requestor"]
+    assert group["unsent"] > 0
+    assert group["sent"] + group["unsent"] == 60
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["-m", "http.Sender", "-d", NGINX], "-m: the http transport has only a Requestor"),
     (["-m", "http.Requestor", "-d", NGINX, "--method", "DELETE"], "--method: methods are"),

@@ -256,7 +256,7 @@ class Worker(threading.Thread, ABC):
                                     MAX_SLEEP_S * 1e9) / 1e9)
         return False
 
-    def pace(self, intended: int, now: int) -> tuple[int, int] | None:
+    def pace(self, intended: int, now: int, left: int = MAX_UNSENT) -> tuple[int, int] | None:
         """Wait until the send drawn for `intended` is due: (intended, actual) monotonic ns,
         or None to stop. Unthrottled, the intended time is the actual one."""
         until = self.control.produce_until_ns
@@ -268,7 +268,7 @@ class Worker(threading.Thread, ABC):
                 return None  # stopped at once: nothing was due yet
             now = now_ns()
         elif now >= until:
-            self.unsent(intended, until)
+            self.unsent(intended, until, left)
             return None
         # A sample belongs to the interval of its intended time, so that a producer held up
         # in a send does not carry its samples into the next phase.
@@ -294,14 +294,14 @@ class Worker(threading.Thread, ABC):
             # Due now, in this interval, before the stop: the common case, without a call.
             if not (intended <= now < control.produce_until_ns
                     and intended < self.next_boundary):
-                due = self.pace(intended, now)
+                due = self.pace(intended, now, stop - count if limit else MAX_UNSENT)
                 if due is None:
                     return
                 intended, now = due
             yield intended, now, property_sets[count % turns]
             count += 1
 
-    def unsent(self, first: int, stop: int) -> None:
+    def unsent(self, first: int, stop: int, most: int = MAX_UNSENT) -> None:
         """The messages due before the stop that a late producer never sent: counted, and
         their delay (for a Requestor also their latency) recorded as at least the time from
         their intended send to the stop, so that a stalled broker cannot look fast."""
@@ -309,7 +309,8 @@ class Worker(threading.Thread, ABC):
         assert schedule is not None
         stop = min(stop, self.control.produce_until_ns)
         intended, count = first, 0
-        while intended < stop and count < MAX_UNSENT:
+        most = min(most, MAX_UNSENT)  # never more than the -mg still to send
+        while intended < stop and count < most:
             waited = (stop - intended) // 1000
             rec.delay.append(waited)
             if self.role.consumes:
