@@ -66,6 +66,18 @@ class Transport(ABC):
         self.outages = Outages()
         self.feedback = Feedback()
 
+    def client_id(self, stable: bool) -> str | None:
+        """--client-id plus this worker's process and thread; when none was given and the
+        broker must find this client again (a durable subscription, a persistent session),
+        a stable one made from the node and group names, else None."""
+        s = self.settings
+        prefix = s.client_id
+        if prefix is None and stable:
+            prefix = f"{s.node}-{s.name}-"
+        if prefix is None:
+            return None
+        return f"{prefix}{s.process}.{s.thread}"
+
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
         """Where these settings connect, for people to read."""

@@ -190,7 +190,6 @@ class NatsTransport(DrivenTransport):
                 self.waiter = None
         else:
             await asyncio.sleep(0)  # nats-py's flusher writes what _pump published
-        await self._pump()
 
     async def _pump(self) -> None:
         """Publish the queued sends and acknowledgements (on the loop)."""
@@ -414,7 +413,7 @@ class NatsTransport(DrivenTransport):
             message.reply_to = Destination("queue", raw.reply)
         message.correlation_id = correlation or None
         message.handle = raw
-        if self.js is not None and raw.metadata.num_delivered > 1:
+        if self.js is not None and redelivery(raw.reply):
             self.feedback.redelivered += 1  # the server's second try: its consumer gave up
         return message
 
@@ -454,6 +453,15 @@ class NatsTransport(DrivenTransport):
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
+
+
+def redelivery(reply: str) -> bool:
+    """Whether a JetStream message was delivered before, from its ack subject
+    ($JS.ACK.<stream>.<consumer>.<deliveries>.<...> or, with a domain,
+    $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<deliveries>.<...>): nats-py's Msg.metadata
+    parses every field, about 6 us a message."""
+    tokens = reply.split(".")
+    return (tokens[4] if len(tokens) == 9 else tokens[6]) != "1"
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -50,18 +50,6 @@ class NetworkTransport(Transport):
             self.sink = sink
         return True
 
-    def client_id(self, stable: bool) -> str | None:
-        """--client-id plus this worker's process and thread; when none was given and the
-        broker must find this client again (a durable subscription, a persistent session),
-        a stable one made from the node and group names, else None."""
-        s = self.settings
-        prefix = s.client_id
-        if prefix is None and stable:
-            prefix = f"{s.node}-{s.name}-"
-        if prefix is None:
-            return None
-        return f"{prefix}{s.process}.{s.thread}"
-
     def take(self, timeout: float) -> Message | None:
         raw = self.inbox.get(timeout)
         return None if raw is None else self.message(raw)

@@ -122,23 +122,21 @@ class RedisTransport(Reconnecting, Transport):
         role = settings.role
         self.client: Any = None
         self.pubsub_mode = role in ("Publisher", "Subscriber") and not o.streams
+        self.grouped = role in ("Receiver", "Responder")  # reads through a consumer group
+        self.transacted = settings.transacted
         self.pipe: Any = None
         self.queued: list[int] = []  # sequence numbers of the sends in the pipeline
         self.pubsub: Any = None
         self.group = settings.durable_name or GROUP
-        self.consumer = self.client_id(stable=True)
+        self.consumer: str = self.client_id(stable=True)  # type: ignore[assignment]
         self.count = o.prefetch or DEFAULT_COUNT
         self.buffer: deque[tuple[bytes, bytes]] = deque()  # (entry id, payload) read ahead
         self.to_ack: list[bytes] = []
         self.last_id = b"0-0"  # an independent reader's (Subscriber, Requestor) position
         self.last_claim = time.monotonic()
         self.reply_key: str | None = None
-        self.maxlen = o.maxlen or None
-
-    def client_id(self, stable: bool) -> str:
-        s = self.settings
-        prefix = s.client_id or f"{s.node}-{s.name}-"
-        return f"{prefix}{s.process}.{s.thread}"
+        # A Responder's replies go to reply streams nobody trims otherwise.
+        self.maxlen = REPLY_MAXLEN if role == "Responder" else o.maxlen or None
 
     # -- connection
     def open(self) -> None:
@@ -182,21 +180,20 @@ class RedisTransport(Reconnecting, Transport):
         if not self.connected:
             self._check()
         if self.pipe is None:
-            self.pipe = self.client.pipeline(transaction=self.settings.transacted)
+            self.pipe = self.client.pipeline(transaction=self.transacted)
         reply = message.reply_to.name if message.reply_to is not None else ""
         payload = frame(message, reply, message.correlation_id or "")
         if self.pubsub_mode:
             self.pipe.publish(destination.name, payload)
         else:
-            maxlen = REPLY_MAXLEN if self.settings.role == "Responder" else self.maxlen
-            self.pipe.xadd(destination.name, {FIELD: payload}, maxlen=maxlen,
+            self.pipe.xadd(destination.name, {FIELD: payload}, maxlen=self.maxlen,
                            approximate=True)
         self.queued.append(message.seq)
-        if len(self.queued) >= WRITE_EVERY and not self.settings.transacted:
+        if len(self.queued) >= WRITE_EVERY and not self.transacted:
             self.flush()
 
     def flush(self) -> None:
-        if self.queued and not self.settings.transacted:
+        if self.queued and not self.transacted:
             self._execute()
 
     def _execute(self) -> None:
@@ -278,7 +275,7 @@ class RedisTransport(Reconnecting, Transport):
         name = self.subscription.name if self.subscription is not None else ""
         block = max(int(timeout * 1000), 1) if timeout > 0 else None
         try:
-            if self.settings.role in ("Receiver", "Responder"):
+            if self.grouped:
                 if self.o.claim_idle and time.monotonic() - self.last_claim >= CLAIM_EVERY_S:
                     self._claim(name)
                     if self.buffer:
@@ -319,7 +316,7 @@ class RedisTransport(Reconnecting, Transport):
             self.feedback.redelivered += 1
 
     def ack(self, message: Message) -> None:
-        if message.handle is not None and self.settings.role in ("Receiver", "Responder"):
+        if message.handle is not None and self.grouped:
             self.to_ack.append(message.handle)
 
     def temporary_queue(self) -> Destination:
@@ -344,7 +341,7 @@ class RedisTransport(Reconnecting, Transport):
         try:
             if self.connected:
                 with contextlib.suppress(TransportError):
-                    if self.queued and not self.settings.transacted:
+                    if self.queued and not self.transacted:
                         self._execute()
                     if self.to_ack and self.subscription is not None:
                         self.client.xack(self.subscription.name, self.group, *self.to_ack)
