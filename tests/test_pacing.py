@@ -109,8 +109,12 @@ def test_one_thread_holds_100000_per_second_every_second_without_drift(harness):
     sent = {r["interval"]: r["sent"] for r in result.records("counters")
             if r["group"] == "sender" and r["phase"] == "measure"}
     assert sorted(sent) == list(range(4))
+    # A stall of the shared 2-core machine moves a few thousand messages from one interval
+    # into the next (they go out late, back to back, timed from when they were due); a
+    # harness that cannot hold the rate falls short in every interval and in the total.
     for index, count in sent.items():
-        assert 99_000 <= count <= 101_000, (index, count)
+        assert 97_000 <= count <= 103_000, (index, count)
+    assert sum(sent.values()) >= 398_000, sent
     # No drift: every message the schedule had due before the stop was sent (a few just
     # after it, in the drain's counts) or, still owed at the stop instant, counted unsent.
     sender = result.summary["groups"]["sender"]
