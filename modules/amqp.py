@@ -96,6 +96,13 @@ class AmqpOptions:
                              "and counts as a failed send.")
     ack_every: int = option(1, "With --ack client: acknowledge every N messages at once "
                             "(multiple).", low=1)
+    requeue: bool = option(True, "A Responder whose reply failed gives the request back to "
+                           "be delivered again (AMQP 0-9-1: nack with requeue; AMQP 1.0: "
+                           "released); --no-requeue drops it or, where the queue has one, "
+                           "dead-letters it. A request without reply-to is never requeued. "
+                           "Needs acknowledged delivery (AMQP 0-9-1: --ack client or "
+                           "client-individual; AMQP 1.0: --settle at-least-once).",
+                           negative=True)
 
 
 def typed(value: str) -> Any:
@@ -170,6 +177,9 @@ class AmqpTransport(DrivenTransport):
                 (o.ack == "auto" or not o.prefetch) and not settings.transacted:
             out.append(("--queue-type", "a stream consumer needs --ack client or "
                         "client-individual and --prefetch N"))
+        if not o.requeue and o.ack == "auto":
+            out.append(("--no-requeue", "needs acknowledgements: --ack client or "
+                        "client-individual (auto-acknowledged messages cannot be given back)"))
         if o.confirm and role not in ("Sender", "Publisher", "Requestor"):
             out.append(("--confirm", "confirms are for Sender, Publisher and Requestor"))
         if o.confirm and settings.transacted:
@@ -532,6 +542,17 @@ class AmqpTransport(DrivenTransport):
                 self.last_tag = None
         except (pika.exceptions.AMQPError, OSError) as exc:
             raise TransportError(f"ack failed: {_reason(exc)}") from None
+
+    def reject(self, message: Message, retry: bool) -> None:
+        if self.auto_ack or message.handle is None:
+            return
+        generation, tag = message.handle
+        if generation != self.generation or not self.connected:
+            return
+        try:
+            self.channel.basic_nack(tag, multiple=False, requeue=retry and self.o.requeue)
+        except (pika.exceptions.AMQPError, OSError) as exc:
+            raise TransportError(f"nack failed: {_reason(exc)}") from None
 
     def temporary_queue(self) -> Destination:
         s, o = self.settings, self.o

@@ -71,6 +71,7 @@ class Amqp10Options:
     prefetch: int = option(0, "", scope="connection", low=0)
     confirm: int = option(0, "", low=0)
     reply_queue: str | None = option(None, "")
+    requeue: bool = option(True, "", negative=True)
     settle: str = option("at-least-once", "AMQP 1.0 settlement: at-least-once (the broker "
                          "settles each message) or at-most-once (presettled).",
                          scope="connection")
@@ -143,6 +144,9 @@ class Amqp10Transport(DrivenTransport):
         if settings.transacted:
             out.append(("-tx", "python-qpid-proton's blocking API has no transactions: "
                         "use the amqp transport (AMQP 0-9-1) or stomp for transacted runs"))
+        if not settings.options.requeue and settings.options.settle == "at-most-once":
+            out.append(("--no-requeue", "presettled (at-most-once) messages cannot be given "
+                        "back: --settle at-least-once"))
         if settings.options.confirm and settings.options.settle == "at-most-once":
             out.append(("--confirm", "presettled (at-most-once) sends are never confirmed"))
         if settings.options.confirm and settings.role not in ("Sender", "Publisher",
@@ -381,6 +385,21 @@ class Amqp10Transport(DrivenTransport):
         except (proton.ProtonException, OSError) as exc:
             self._lost(exc)
             raise TransportError(f"accept failed: {_reason(exc)}") from None
+
+    def reject(self, message: Message, retry: bool) -> None:
+        delivery = message.handle
+        if delivery is None or delivery.settled:
+            return
+        # Released: not processed, the broker may deliver it again; rejected: invalid,
+        # dropped or dead-lettered.
+        outcome = proton.Delivery.RELEASED if retry and self.settings.options.requeue \
+            else proton.Delivery.REJECTED
+        try:
+            delivery.update(outcome)
+            delivery.settle()
+        except (proton.ProtonException, OSError) as exc:
+            self._lost(exc)
+            raise TransportError(f"reject failed: {_reason(exc)}") from None
 
     def temporary_queue(self) -> Destination:
         s = self.settings

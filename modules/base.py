@@ -152,6 +152,12 @@ class Transport(ABC):
     def ack(self, message: Message) -> None:
         """Acknowledge a message; transports that only auto-acknowledge keep this no-op."""
 
+    def reject(self, message: Message, retry: bool) -> None:
+        """Give back a message the role could not handle (a Responder whose reply failed):
+        the broker delivers it again if retry (the failure may pass) and the transport's
+        --requeue allow it, else drops or dead-letters it. Transports that cannot refuse a
+        message keep this no-op: it stays unacknowledged (a later cumulative ack covers it)."""
+
     def temporary_queue(self) -> Destination:
         raise TransportError(f"{self.name} has no temporary queues")
 

@@ -147,6 +147,55 @@ def test_returned_mandatory_messages_count_as_failed_sends(harness, brokers):
     assert "NO_ROUTE" in done.stdout + done.stderr
 
 
+def dead_lettered_queue(q: str) -> tuple[str, dict[str, str]]:
+    """Declares q with a dead-letter queue of its own; (that queue, q's arguments)."""
+    dlq = f"{q}.dead"
+    arguments = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    try:
+        channel = connection.channel()
+        channel.queue_declare(dlq, durable=True)
+        channel.queue_declare(q, durable=True, arguments=arguments)
+    finally:
+        connection.close()
+    return dlq, arguments
+
+
+def test_a_request_without_reply_to_is_refused_and_dead_lettered_not_requeued(harness,
+                                                                               brokers):
+    # A Sender's messages carry no reply-to: a Responder can never answer them, and giving
+    # them back to the queue would loop; they go to the queue's dead letters.
+    q = unique("amqp.noreply")
+    dlq, arguments = dead_lettered_queue(q)
+    declare = [f"--queue-arg={k}={v}" for k, v in arguments.items()]
+    done = harness("run", "-m", "amqp.Sender", "-d", q, "-mg", "40", "-rt", "200", "-ss", "1",
+                   *declare, "-g", " ".join(["-m amqp.Responder -d", q, "--ack",
+                                             "client-individual", *declare]))
+    assert done.code == 0, done.stderr
+    responder = done.summary["groups"]["responder"]
+    assert responder["received"] == 40 and responder["errors"] == 40
+    assert responder["sent"] == 0
+    assert depth(q) == 0 and depth(dlq) == 40
+
+
+def test_amqp10_a_request_without_reply_to_is_rejected_and_dead_lettered(harness, brokers):
+    import proton
+    import proton.utils
+    q = unique("amqp10.noreply")
+    dlq, _ = dead_lettered_queue(q)
+    connection = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
+    sender = connection.create_sender(f"/amq/queue/{q}")
+    for _ in range(20):
+        sender.send(proton.Message(body=b"no reply-to"))
+    connection.close()
+    # An address with a slash is taken as the broker names it: the queue declared above.
+    done = harness("run", "-m", "amqp10.Responder", "-d", f"/amq/queue/{q}", "-rl", "3")
+    assert done.code == 0, done.stderr
+    responder = done.summary["groups"]["responder"]
+    assert responder["received"] == 20 and responder["errors"] == 20
+    assert depth(q) == 0 and depth(dlq) == 20
+
+
 def test_a_transaction_shows_nothing_before_its_commit(brokers):
     q = unique("amqp.tx")
     transport = AmqpTransport(settings_for("amqp.Sender", transacted=True))
@@ -233,6 +282,9 @@ def test_amqp10_every_role_settled_and_presettled(harness, brokers):
     (["-m", "amqp10.Sender", "-d", "q", "--settle", "at-most-once", "--confirm", "3"],
      "--confirm", "presettled"),
     (["-m", "amqp10.Sender", "-d", "q", "--settle", "twice"], "--settle", "at-least-once"),
+    (["-m", "amqp.Responder", "-d", "q", "--no-requeue"], "--no-requeue", "--ack client"),
+    (["-m", "amqp10.Responder", "-d", "q", "--no-requeue", "--settle", "at-most-once"],
+     "--no-requeue", "presettled"),
     (["-m", "stomp.Sender", "-d", "q", "--exchange", "x"], "--exchange", "only amqp"),
 ])
 def test_what_a_transport_cannot_do_is_refused_before_the_run(harness, args, flag, words):

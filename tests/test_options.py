@@ -47,6 +47,7 @@ def test_each_transport_declares_its_own_options_in_its_file() -> None:
     assert owners["heartbeat"] == ("stomp", "amqp")
     assert owners["prefetch"] == ("stomp", "amqp", "amqp10", "nats", "redis")
     assert owners["inflight"] == ("mqtt", "nats")
+    assert owners["requeue"] == ("amqp", "amqp10")
     for name in TRANSPORTS:
         for option in transport_class(name).options:
             assert name in table()[option.key].transports

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
-from harness.engine.roles import Consumer
+from harness.engine.roles import HANDLED, Consumer
 from harness.transports.base import TransportError
 from harness.transports.message import Destination, Message
 
@@ -35,7 +35,9 @@ class Handler(Consumer):
         # A persistent send waits for the broker's receipt, which arrives on the network thread.
         return not any(a["persistent"] for a in self.group.plan or ())
 
-    def handle(self, message: Message) -> None:
+    def handle(self, message: Message) -> str:
+        """Acknowledged even when a step failed (counted as an error): delivered again, the
+        message would repeat the steps that went out."""
         routing = dict(field.split("=", 1) for field in (message.correlation_id or "").split(",")
                        if "=" in field)
         routing["self"] = str(self.location)
@@ -73,6 +75,7 @@ class Handler(Consumer):
                     continue
                 rec.sent += 1
                 rec.bytes += size
+        return HANDLED
 
 
 class TopicHandler(Handler):

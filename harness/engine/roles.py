@@ -22,6 +22,9 @@ from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
 from harness.transports.base import Transport, TransportError
 from harness.transports.message import Message
 
+# What a consumer's handle() made of a message: it decides the acknowledgement.
+HANDLED, RETRY, REFUSED = "handled", "retry", "refused"
+
 
 class _Producer(Worker):
     def work(self) -> None:
@@ -165,11 +168,13 @@ class Consumer(Worker):
             # Not from this run's producers (another program, or an earlier run's leftovers):
             # not timed, not sequence-checked.
             rec.foreign += 1
-        if self.handles:
-            self.handle(message)
+        outcome = self.handle(message) if self.handles else HANDLED
         if self.acks:
             try:
-                self.transport.ack(message)
+                if outcome is HANDLED:
+                    self.transport.ack(message)
+                else:
+                    self.transport.reject(message, outcome is RETRY)
             except TransportError as exc:
                 # Unacknowledged: the broker redelivers, seen as a duplicate.
                 rec.error("ack", exc)
@@ -179,8 +184,10 @@ class Consumer(Worker):
         if count == self.group.messages:
             self.done = True
 
-    def handle(self, message: Message) -> None:
-        """What the role does with a message after it is measured."""
+    def handle(self, message: Message) -> str:
+        """What the role does with a message after it is measured: HANDLED (acknowledged),
+        RETRY (given back to be delivered again) or REFUSED (given back for good)."""
+        return HANDLED
 
     def push_safe(self) -> bool:
         """Whether handle() may run on the client library's network thread: not if it waits
@@ -202,20 +209,21 @@ class Responder(Consumer):
     def push_safe(self) -> bool:
         return not self.group.persistent  # a persistent reply waits for the broker's receipt
 
-    def handle(self, message: Message) -> None:
+    def handle(self, message: Message) -> str:
         rec = self.rec
         if message.reply_to is None:
             rec.error("reply", "a request without reply-to")
-            return
+            return REFUSED  # it never will have one
         reply = Message(message.body, message.producer, message.seq, message.ts, message.sent,
                         message.crc, None, message.correlation_id, None, self.group.persistent)
         try:
             self.transport.send(message.reply_to, reply)
         except TransportError as exc:
             rec.error("reply", exc)
-            return
+            return RETRY
         rec.sent += 1
         rec.bytes += len(reply.body)
+        return HANDLED
 
 
 class Requestor(Worker):
