@@ -20,6 +20,12 @@ Beside each rate, client CPU per message: the process's CPU time (every thread, 
 library's own included) over the messages it counted in the window, for the bare loop; the
 figure the run reports (client_us_per_msg) for the harness.
 
+With --fed, each consumer is measured again, bare loop and harness group alike, fed by the
+same harness producer paced at a fixed rate (a share of the case's slowest unthrottled rate):
+unthrottled, each consumer runs behind its own producer, and one behind a slower producer
+reads fewer messages per wake-up, each costing more; fed alike, the two consumers' CPU per
+message compares the same load.
+
 Then redis.Publisher with 2 processes beside redis-benchmark PUBLISH (2 connections, 64
 pipelined), http.Requestor beside a bare urllib3 loop (one kept-alive connection, a POST at a time)
 against nginx; last, mqtt.Publisher with 2 processes beside mosquitto_pub --repeat, the
@@ -55,6 +61,8 @@ MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
 AMQP10 = ["--flavour", "rabbitmq", "--settle", "at-most-once"]
 AMQP10_PREFIX = {"queue": "/queue/", "topic": "/topic/"}
 INFLIGHT = 256  # JetStream publish acknowledgements outstanding, on both sides
+FED_WARMUP = 4.0  # a bare consumer fed by a harness producer: the producer's start-up, and more
+FED_SHARE = 0.6  # the feed's rate: this share of the slowest unthrottled rate of the case
 
 
 # -- the harness side --------------------------------------------------------------------------
@@ -249,9 +257,10 @@ def redis_receive(destination: str, on_message, counted: list[int], end: float,
     client.delete(name)
 
 
-def bare_loop(kind: str, broker: str, destination: str, seconds: float) -> None:
+def bare_loop(kind: str, broker: str, destination: str, seconds: float,
+              warmup: float = WARMUP) -> None:
     """Run one bare producer or consumer; print what it counted in the window as JSON."""
-    start = time.monotonic() + WARMUP
+    start = time.monotonic() + warmup
     end = start + seconds
     count = 0
     # CPU time at the window's start and end, read on time whatever the loop is doing.
@@ -439,12 +448,43 @@ def destination(mqtt: bool) -> str:
     return name.replace(".", "/") if mqtt else name
 
 
+def bare_destination(kind: str, send: str, name: str) -> str:
+    """How the bare loops name a destination."""
+    return name if send.startswith("mqtt") else f"/{kind}/{name}" \
+        if send.startswith("stomp") else f"{kind}:{name}"
+
+
 def bare_case(seconds: float, kind: str, broker: str, send: str,
               receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
-    name = destination(send.startswith("mqtt"))
-    dest = name if send.startswith("mqtt") else f"/{kind}/{name}" \
-        if send.startswith("stomp") else f"{kind}:{name}"
+    dest = bare_destination(kind, send, destination(send.startswith("mqtt")))
     return bare(seconds, broker, (dest, dest), send, receive)
+
+
+def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags: list[str],
+                 bare_side: tuple[str, str, str, str] | None) -> tuple[float, float]:
+    """(rate, CPU us per message) of one consumer, bare loop or harness group, fed by the
+    same harness producer paced at `rate`: both consumers see the same load. Unthrottled,
+    a consumer behind a slower producer reads fewer messages per wake-up, and each costs
+    more (a client library's per-read work is shared by fewer messages)."""
+    name = destination(producer.startswith("mqtt"))
+    feed = ["-m", producer, "-d", name, "-rt", str(rate), *flags]
+    if bare_side is None:
+        rates = harness(seconds, feed, ["-m", consumer, "-d", name, *flags])
+        result = rates[consumer.split(".")[1].lower()]
+    else:
+        kind, broker, send, receive = bare_side
+        # The bare window opens once the harness producer is surely sending and closes well
+        # before it stops.
+        child = subprocess.Popen([sys.executable, __file__, "--loop", receive, broker,
+                                  bare_destination(kind, send, name), str(seconds),
+                                  str(FED_WARMUP)], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        harness(seconds + FED_WARMUP + 1, feed)
+        out = json.loads(child.communicate(timeout=seconds + 60)[0])
+        result = out["rate"], out["us"]
+    if "--jetstream" in flags:
+        asyncio.run(delete_stream("harness-" + name.replace(".", "_")))
+    return result
 
 
 def harness_case(seconds: float, producer: str, consumer: str,
@@ -501,11 +541,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="alternating runs per case")
     parser.add_argument("--only", default="", help="run the cases whose producer module "
                         "starts with this, e.g. amqp (default: all)")
-    parser.add_argument("--loop", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--fed", action="store_true", help="also measure each consumer, bare "
+                        "and harness, fed by the same harness producer at a fixed rate")
+    parser.add_argument("--loop", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loop:
-        kind, broker, destination, seconds = args.loop
-        bare_loop(kind, broker, destination, float(seconds))
+        kind, broker, destination, seconds, *warmup = args.loop
+        bare_loop(kind, broker, destination, float(seconds), *map(float, warmup))
         return
     seconds, repeat = args.seconds, args.repeat
     print(f"256-byte messages, producer and consumer in separate processes, {seconds:g} s "
@@ -538,6 +580,16 @@ def main() -> None:
             functools.partial(harness_case, seconds, producer, consumer, flags))
         row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
         row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
+        if not args.fed or send.startswith("mqtt"):  # QoS 0 drops: no common load
+            continue
+        slowest = min(statistics.median(x[i][0] for x in sides)
+                      for sides in (bares, harnesses) for i in (0, 1))
+        rate = max(1000, int(slowest * FED_SHARE) // 1000 * 1000)
+        fed = compare(repeat, functools.partial(fed_consumer, seconds, rate, producer,
+                                                consumer, flags, (kind, broker, send, receive)),
+                      functools.partial(fed_consumer, seconds, rate, producer, consumer, flags,
+                                        None))
+        row(f"{consumer} ({broker}) fed {rate:,}/s", *fed)
 
     if "redis".startswith(args.only[:5]):
         channel = f"bench.{uuid.uuid4().hex[:8]}"
