@@ -2,7 +2,11 @@
 started by the broker script on 127.0.0.1:8090 with a fixed answer, a failing path and a
 slow one (20 requests a second)."""
 
+import subprocess
+
 import pytest
+
+from tests.conftest import free_port, make_certificates, wait_for_port
 
 NGINX = "http://127.0.0.1:8090"
 
@@ -57,9 +61,65 @@ def test_requests_left_unsent_at_the_stop_never_exceed_the_message_count(harness
     (["-m", "http.Sender", "-d", NGINX], "-m: the http transport has only a Requestor"),
     (["-m", "http.Requestor", "-d", NGINX, "--method", "DELETE"], "--method: methods are"),
     (["-m", "http.Requestor", "-d", NGINX, "-pp"], "-pp: means nothing to an HTTP request"),
+    (["-m", "http.Requestor", "-d", NGINX, "--ca", __file__], "--ca: needs --tls (or an "
+     "https:// destination)"),
 ])
 def test_what_http_cannot_do_is_refused_before_the_run(harness, args, message):
     done = harness("run", *args, "-rl", "1")
     assert done.code == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- TLS, against an nginx of the test's own with a certificate the test makes
+
+@pytest.fixture
+def tls_nginx(tmp_path):
+    make_certificates(tmp_path)
+    port = free_port()
+    for folder in ("logs", "temp"):
+        (tmp_path / folder).mkdir()
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(f"""
+daemon off;
+worker_processes 1;
+pid {tmp_path}/nginx.pid;
+error_log {tmp_path}/logs/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp_path}/temp;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {tmp_path}/server.pem;
+        ssl_certificate_key {tmp_path}/server.key;
+        default_type text/plain;
+        location / {{ return 200 "secure\\n"; }}
+    }}
+}}
+""")
+    proc = subprocess.Popen(["nginx", "-p", str(tmp_path), "-e", str(tmp_path / "logs/error.log"),
+                             "-c", str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    yield f"https://127.0.0.1:{port}/", tmp_path / "ca.pem"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_https_round_trips_verified_with_the_ca_given(harness, brokers, tls_nginx):
+    url, ca = tls_nginx
+    done = harness("run", "-m", "http.Requestor", "-d", url, "--ca", str(ca), "-mg", "100",
+                   "-rt", "200", "-ss", "1")
+    assert done.code == 0, done.stderr
+    group = done.summary["groups"]["requestor"]
+    assert group["sent"] == group["received"] == 100 and group["errors"] == 0
+
+
+def test_https_refuses_a_server_it_cannot_verify(harness, brokers, tls_nginx):
+    url, _ = tls_nginx
+    done = harness("run", "-m", "http.Requestor", "-d", url, "-mg", "5", "-rt", "10",
+                   "-ss", "1")
+    group = done.summary["groups"]["requestor"]
+    assert group["received"] == 0 and group["errors"] == 5
+    assert "CERTIFICATE_VERIFY_FAILED" in done.stderr, done.stderr

@@ -1,7 +1,6 @@
 """The MQTT transport against real Mosquitto, ActiveMQ and RabbitMQ brokers."""
 
 import shlex
-import socket
 import subprocess
 import time
 
@@ -9,7 +8,7 @@ import pytest
 from harness.transports.message import Destination, Message
 from harness.transports.mqtt import MqttTransport
 
-from tests.conftest import settings_for, unique
+from tests.conftest import free_port, make_certificates, settings_for, unique, wait_for_port
 
 
 def flags(brokers, broker):
@@ -133,24 +132,9 @@ def test_persistent_session_keeps_qos1_messages_while_offline(brokers):
 
 # -- TLS, against a Mosquitto of the test's own with a certificate the test makes
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def tls_mosquitto(tmp_path):
-    def openssl(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=tmp_path)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-            "/CN=harness test CA", "-keyout", "ca.key", "-out", "ca.pem")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-            "-keyout", "server.key", "-out", "server.csr")
-    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.pem")
+    make_certificates(tmp_path)
     port = free_port()
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"user root\nlistener {port} 127.0.0.1\nallow_anonymous true\n"
@@ -158,13 +142,7 @@ def tls_mosquitto(tmp_path):
                     f"keyfile {tmp_path / 'server.key'}\npersistence false\n")
     proc = subprocess.Popen(["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    wait_for_port(port)
     yield port, tmp_path / "ca.pem"
     proc.terminate()
     proc.wait(10)
