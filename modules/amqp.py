@@ -524,12 +524,18 @@ class AmqpTransport(DrivenTransport):
                        Destination("queue", reply_to) if reply_to else None,
                        properties.delivery_mode == 2, (self.generation, method.delivery_tag))
 
-    def ack(self, message: Message) -> None:
+    def _tag(self, message: Message) -> int | None:
+        """The delivery tag to acknowledge or reject, None where there is nothing to do: auto
+        acks, or its channel is gone (the broker delivers it again)."""
         if self.auto_ack or message.handle is None:
-            return
+            return None
         generation, tag = message.handle
-        if generation != self.generation or not self.connected:
-            return  # its channel is gone: the broker delivers it again
+        return tag if generation == self.generation and self.connected else None
+
+    def ack(self, message: Message) -> None:
+        tag = self._tag(message)
+        if tag is None:
+            return
         try:
             if self.ack_mode == "client-individual":
                 self.channel.basic_ack(tag)
@@ -544,10 +550,8 @@ class AmqpTransport(DrivenTransport):
             raise TransportError(f"ack failed: {_reason(exc)}") from None
 
     def reject(self, message: Message, retry: bool) -> None:
-        if self.auto_ack or message.handle is None:
-            return
-        generation, tag = message.handle
-        if generation != self.generation or not self.connected:
+        tag = self._tag(message)
+        if tag is None:
             return
         try:
             self.channel.basic_nack(tag, multiple=False, requeue=retry and self.o.requeue)

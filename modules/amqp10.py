@@ -376,30 +376,26 @@ class Amqp10Transport(DrivenTransport):
                        delivery)
 
     def ack(self, message: Message) -> None:
-        delivery = message.handle
-        if delivery is None or delivery.settled:
-            return  # it came presettled: nothing to accept
-        try:
-            delivery.update(proton.Delivery.ACCEPTED)
-            delivery.settle()
-        except (proton.ProtonException, OSError) as exc:
-            self._lost(exc)
-            raise TransportError(f"accept failed: {_reason(exc)}") from None
+        self._settle_received(message, proton.Delivery.ACCEPTED, "accept")
 
     def reject(self, message: Message, retry: bool) -> None:
-        delivery = message.handle
-        if delivery is None or delivery.settled:
-            return
         # Released: not processed, the broker may deliver it again; rejected: invalid,
         # dropped or dead-lettered.
-        outcome = proton.Delivery.RELEASED if retry and self.settings.options.requeue \
-            else proton.Delivery.REJECTED
+        if retry and self.settings.options.requeue:
+            self._settle_received(message, proton.Delivery.RELEASED, "release")
+        else:
+            self._settle_received(message, proton.Delivery.REJECTED, "reject")
+
+    def _settle_received(self, message: Message, outcome: Any, what: str) -> None:
+        delivery = message.handle
+        if delivery is None or delivery.settled:
+            return  # it came presettled: nothing to settle
         try:
             delivery.update(outcome)
             delivery.settle()
         except (proton.ProtonException, OSError) as exc:
             self._lost(exc)
-            raise TransportError(f"reject failed: {_reason(exc)}") from None
+            raise TransportError(f"{what} failed: {_reason(exc)}") from None
 
     def temporary_queue(self) -> Destination:
         s = self.settings

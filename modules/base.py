@@ -155,8 +155,10 @@ class Transport(ABC):
     def reject(self, message: Message, retry: bool) -> None:
         """Give back a message the role could not handle (a Responder whose reply failed):
         the broker delivers it again if retry (the failure may pass) and the transport's
-        --requeue allow it, else drops or dead-letters it. Transports that cannot refuse a
-        message keep this no-op: it stays unacknowledged (a later cumulative ack covers it)."""
+        --requeue allow it, else drops or dead-letters it. A transport that cannot give a
+        message back acknowledges it: left unacknowledged, it would hold a prefetch slot
+        until the connection ends."""
+        self.ack(message)
 
     def temporary_queue(self) -> Destination:
         raise TransportError(f"{self.name} has no temporary queues")

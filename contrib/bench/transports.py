@@ -482,9 +482,14 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
         harness(seconds + FED_WARMUP + 1, feed)
         out = json.loads(child.communicate(timeout=seconds + 60)[0])
         result = out["rate"], out["us"]
+    forget(name, flags)
+    return result
+
+
+def forget(name: str, flags: list[str]) -> None:
+    """Delete what a case left on the server: a JetStream stream keeps its messages."""
     if "--jetstream" in flags:
         asyncio.run(delete_stream("harness-" + name.replace(".", "_")))
-    return result
 
 
 def harness_case(seconds: float, producer: str, consumer: str,
@@ -495,8 +500,7 @@ def harness_case(seconds: float, producer: str, consumer: str,
     rates = harness(seconds, ["-m", producer, "-d", name, *flags],
                     ["-m", consumer, "-d", name, *flags],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
-    if "--jetstream" in flags:
-        asyncio.run(delete_stream("harness-" + name.replace(".", "_")))
+    forget(name, flags)
     return rates[producer.split(".")[1].lower()], rates[consumer.split(".")[1].lower()]
 
 
