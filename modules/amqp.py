@@ -129,8 +129,8 @@ def _noop() -> None:
 class AmqpTransport(DrivenTransport):
     name = "amqp"
     default_port = DEFAULT_PORT
-    default_flavour = "rabbitmq"
-    description = "AMQP 0-9-1 via pika (RabbitMQ's own protocol); flavours rabbitmq, generic"
+    flavours = FLAVOURS
+    description = "AMQP 0-9-1 via pika (RabbitMQ's own protocol)"
     capabilities = _BASE
     Options = AmqpOptions
     settings: Settings[AmqpOptions]
@@ -138,10 +138,8 @@ class AmqpTransport(DrivenTransport):
     @classmethod
     def problems(cls, settings: Settings[AmqpOptions]) -> list[tuple[str, str]]:
         o, role = settings.options, settings.role
-        flavour = settings.flavour or cls.default_flavour
+        flavour = cls.flavour_of(settings)
         out = []
-        if flavour not in FLAVOURS:
-            out.append(("--flavour", f"AMQP 0-9-1 flavours are {', '.join(FLAVOURS)}"))
         if (settings.protocol or "0-9-1") != "0-9-1":
             out.append(("--protocol", "the amqp transport speaks 0-9-1 (amqp10 speaks 1.0)"))
         if settings.selector:

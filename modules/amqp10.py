@@ -110,16 +110,15 @@ class _Inbound(proton.handlers.MessagingHandler):
 class Amqp10Transport(DrivenTransport):
     name = "amqp10"
     default_port = DEFAULT_PORT
-    default_flavour = "rabbitmq"
-    description = "AMQP 1.0 via python-qpid-proton; flavours rabbitmq, activemq, artemis, " \
-        "generic"
+    flavours = tuple(FLAVOURS)
+    description = "AMQP 1.0 via python-qpid-proton"
     capabilities = FLAVOURS["rabbitmq"]
     Options = Amqp10Options
     settings: Settings[Amqp10Options]
 
     @classmethod
     def capabilities_for(cls, settings: Settings[Any]) -> Capability:
-        return FLAVOURS.get(settings.flavour or "rabbitmq", FLAVOURS["generic"])
+        return FLAVOURS[cls.flavour_of(settings)]
 
     @classmethod
     def confirms(cls, settings: Settings[Any]) -> bool:
@@ -128,13 +127,11 @@ class Amqp10Transport(DrivenTransport):
     @classmethod
     def problems(cls, settings: Settings[Amqp10Options]) -> list[tuple[str, str]]:
         out = []
-        if (settings.flavour or "rabbitmq") not in FLAVOURS:
-            out.append(("--flavour", f"AMQP 1.0 flavours are {', '.join(FLAVOURS)}"))
         if (settings.protocol or "1.0") != "1.0":
             out.append(("--protocol", "the amqp10 transport speaks 1.0 (amqp speaks 0-9-1)"))
         if settings.options.settle not in SETTLE_MODES:
             out.append(("--settle", f"settlement modes are {', '.join(SETTLE_MODES)}"))
-        flavour = settings.flavour or "rabbitmq"
+        flavour = cls.flavour_of(settings)
         if settings.selector and flavour == "rabbitmq":
             out.append(("--selector", "RabbitMQ's AMQP 1.0 plugin ignores selector filters; "
                         "give --flavour activemq or artemis for a broker that applies them"))
@@ -156,7 +153,7 @@ class Amqp10Transport(DrivenTransport):
 
     def __init__(self, settings: Settings[Amqp10Options]) -> None:
         super().__init__(settings)
-        self.flavour = settings.flavour or "rabbitmq"
+        self.flavour = self.flavour_of(settings)
         self.presettled = settings.options.settle == "at-most-once"
         self.window = settings.options.confirm or 1
         self.timed = bool(settings.options.confirm)

@@ -56,6 +56,9 @@ class Transport(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     # The broker lives inside each process (one per process, empty at every start).
     embedded: ClassVar[bool] = False
+    # The broker dialects it speaks (--flavour), its default first; none: it speaks to one
+    # kind of server and --flavour is refused.
+    flavours: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -77,6 +80,12 @@ class Transport(ABC):
         if prefix is None:
             return None
         return f"{prefix}{s.process}.{s.thread}"
+
+    @classmethod
+    def flavour_of(cls, settings: Settings[Any]) -> str:
+        """The flavour these settings pick (the default where none was given); "" where the
+        transport has none."""
+        return settings.flavour or (cls.flavours[0] if cls.flavours else "")
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:

@@ -85,22 +85,20 @@ class MqttOptions:
 class MqttTransport(NetworkTransport):
     name = "mqtt"
     default_port = DEFAULT_PORT
-    default_flavour = "mosquitto"
-    description = "MQTT 3.1.1/5 via paho-mqtt; flavours mosquitto, activemq, rabbitmq, generic"
+    flavours = tuple(FLAVOURS)
+    description = "MQTT 3.1.1/5 via paho-mqtt"
     capabilities = FLAVOURS["mosquitto"][0]
     Options = MqttOptions
     settings: Settings[MqttOptions]
 
     @classmethod
     def capabilities_for(cls, settings: Settings[Any]) -> Capability:
-        return FLAVOURS.get(settings.flavour or cls.default_flavour, FLAVOURS["generic"])[0]
+        return FLAVOURS[cls.flavour_of(settings)][0]
 
     @classmethod
     def problems(cls, settings: Settings[MqttOptions]) -> list[tuple[str, str]]:
-        name = settings.flavour or cls.default_flavour
+        name = cls.flavour_of(settings)
         options = settings.options
-        if name not in FLAVOURS:
-            return [("--flavour", f"MQTT flavours are {', '.join(FLAVOURS)}")]
         capabilities, versions, default, top_qos = FLAVOURS[name]
         out = []
         version = settings.protocol or default
@@ -118,7 +116,7 @@ class MqttTransport(NetworkTransport):
 
     def __init__(self, settings: Settings[MqttOptions]) -> None:
         super().__init__(settings)
-        self.flavour = settings.flavour or self.default_flavour
+        self.flavour = self.flavour_of(settings)
         capabilities, _, default, _ = FLAVOURS[self.flavour]
         self.shared = bool(capabilities & Capability.QUEUES)
         self.v5 = (settings.protocol or default) == "5"

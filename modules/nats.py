@@ -98,7 +98,6 @@ def stream_name(subject: str) -> str:
 class NatsTransport(DrivenTransport):
     name = "nats"
     default_port = DEFAULT_PORT
-    default_flavour = "nats"
     description = "NATS via nats-py: core NATS and JetStream (--jetstream)"
     capabilities = CORE | JETSTREAM
     Options = NatsOptions
@@ -116,8 +115,6 @@ class NatsTransport(DrivenTransport):
     def problems(cls, settings: Settings[NatsOptions]) -> list[tuple[str, str]]:
         o, role = settings.options, settings.role
         out = []
-        if (settings.flavour or "nats") != "nats":
-            out.append(("--flavour", "the nats transport has one flavour: nats"))
         if settings.selector:
             out.append(("--selector", "NATS has no selectors; subscribe to a narrower subject "
                         "(wildcards * and >) instead"))

@@ -17,12 +17,12 @@ from harness.transports.settings import Settings
 
 class NetworkTransport(Transport):
     default_port: ClassVar[int]
-    default_flavour: ClassVar[str]
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
         host, port = settings.address(cls.default_port)
-        return f"{cls.name} {settings.flavour or cls.default_flavour}@{host}:{port}"
+        flavour = cls.flavour_of(settings)
+        return f"{cls.name} {flavour}@{host}:{port}" if flavour else f"{cls.name}@{host}:{port}"
 
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)

@@ -97,8 +97,6 @@ class RedisTransport(Reconnecting, Transport):
     def problems(cls, settings: Settings[RedisOptions]) -> list[tuple[str, str]]:
         o, role = settings.options, settings.role
         out = []
-        if (settings.flavour or "redis") != "redis":
-            out.append(("--flavour", "the redis transport has one flavour: redis"))
         if settings.selector:
             out.append(("--selector", "Redis has no selectors; subscribe to a pattern "
                         "(* ? [...]) instead"))

@@ -103,21 +103,19 @@ class _Listener(stomp.ConnectionListener):
 class StompTransport(NetworkTransport):
     name = "stomp"
     default_port = DEFAULT_PORT
-    default_flavour = "activemq"
-    description = "STOMP 1.1/1.2 via stomp.py; flavours activemq, rabbitmq, artemis, generic"
+    flavours = tuple(FLAVOURS)
+    description = "STOMP 1.1/1.2 via stomp.py"
     capabilities = FLAVOURS["activemq"]
     Options = StompOptions
     settings: Settings[StompOptions]
 
     @classmethod
     def capabilities_for(cls, settings: Settings[Any]) -> Capability:
-        return FLAVOURS.get(settings.flavour or cls.default_flavour, FLAVOURS["generic"])
+        return FLAVOURS[cls.flavour_of(settings)]
 
     @classmethod
     def problems(cls, settings: Settings[StompOptions]) -> list[tuple[str, str]]:
         out = []
-        if (settings.flavour or cls.default_flavour) not in FLAVOURS:
-            out.append(("--flavour", f"STOMP flavours are {', '.join(FLAVOURS)}"))
         if (settings.protocol or "1.2") not in ("1.1", "1.2"):
             out.append(("--protocol", "STOMP versions are 1.1 and 1.2"))
         if settings.options.ack not in ACK_MODES:
@@ -126,7 +124,7 @@ class StompTransport(NetworkTransport):
 
     def __init__(self, settings: Settings[StompOptions]) -> None:
         super().__init__(settings)
-        self.flavour = settings.flavour or self.default_flavour
+        self.flavour = self.flavour_of(settings)
         self.receipts: dict[str, threading.Event] = {}
         self.broker_errors: list[str] = []
         self.connected = False

@@ -61,6 +61,8 @@ CASES = [
      "--ack", "acknowledgement"),
     ("unknown STOMP flavour", ["-m", "stomp.Sender", "-d", "Q", "--flavour", "hornetq"],
      "--flavour", "flavours are"),
+    ("a flavour for a transport that has none", ["-m", "http.Requestor", "-d",
+     "http://127.0.0.1:8090/", "--flavour", "nginx"], "--flavour", "has no flavours"),
     ("STOMP 1.0", ["-m", "stomp.Sender", "-d", "Q", "--protocol", "1.0"], "--protocol",
      "1.1 and 1.2"),
     ("selector on a producer", ["-m", "stomp.Sender", "-d", "Q", "--selector", "a = 1"],

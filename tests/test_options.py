@@ -85,3 +85,12 @@ def test_a_transport_whose_client_library_is_missing_names_its_extra(tmp_path, m
         raise AssertionError("no error for a missing client library")
     finally:
         sys.modules.pop("needs_missing", None)
+
+
+def test_the_flavour_help_names_each_transports_flavours_default_first() -> None:
+    text = table()["flavour"].help
+    for name in TRANSPORTS:
+        flavours = transport_class(name).flavours
+        if flavours:
+            listed = f"{flavours[0]} (default), {', '.join(flavours[1:])}"
+            assert listed in text, (name, listed)

@@ -23,7 +23,9 @@ def list_modules() -> None:
                 console.print(f"{transport_name}.{role_name:<11} {role.summary}", markup=False)
         features = ", ".join(c.name.lower().replace("_", " ") for c in type(
             transport.capabilities) if c in transport.capabilities)
-        console.print(f"  ({transport_name}: {transport.description}; {features})",
+        flavours = (f"; flavours {', '.join(transport.flavours)} (--flavour, the first the "
+                    "default)" if transport.flavours else "")
+        console.print(f"  ({transport_name}: {transport.description}{flavours}; {features})",
                       markup=False, style="dim")
 
 

@@ -250,6 +250,10 @@ def validate_group(group: GroupSpec, index: int) -> None:
             raise BadInput(flag, f"cannot read {path!r}")
         if path is not None and not tls:
             raise BadInput(flag, "needs --tls (or an https:// destination)")
+    if group.flavour and group.flavour not in transport.flavours:
+        raise BadInput("--flavour", f"{transport_name} flavours are "
+                       f"{', '.join(transport.flavours)}" if transport.flavours else
+                       f"the {transport_name} transport has no flavours")
     settings = group.settings("", 0, 0)
     for flag, problem in transport.problems(settings):
         raise BadInput(flag, problem)

@@ -94,8 +94,8 @@ COMMON: tuple[Option, ...] = (
     Option("host", str, "127.0.0.1", "Broker host.", scope=C),
     Option("port", int, 0, "Broker port; 0 = the protocol's default (STOMP 61613, MQTT "
            "1883, AMQP 5672).", scope=C, low=0, high=65535),
-    Option("flavour", str, "", "Broker dialect: STOMP activemq (default), rabbitmq, "
-           "artemis, generic; MQTT mosquitto (default), activemq, rabbitmq, generic; AMQP "
+    Option("flavour", str, "", "Broker dialect: STOMP activemq (default), artemis, "
+           "rabbitmq, generic; MQTT mosquitto (default), activemq, rabbitmq, generic; AMQP "
            "0-9-1 rabbitmq (default), generic; AMQP 1.0 rabbitmq (default), activemq, "
            "artemis, generic.", scope=C),
     Option("protocol", str, "", "Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 "
