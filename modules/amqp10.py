@@ -253,13 +253,33 @@ class Amqp10Transport(DrivenTransport):
         address = self._address(destination)
         sender = self.senders.get(address)
         if sender is None:
+            conn = self.conn
             try:
-                sender = self.conn.create_sender(
-                    address, options=self._link_options(destination.kind))
+                link = conn.container.create_sender(
+                    conn.conn, address, options=self._link_options(destination.kind))
+                # A broker may refuse an address by ending the whole session rather than
+                # the link (RabbitMQ does, for a missing exchange): Proton's blocking sender
+                # would wait for the link until it timed out, on a session already gone.
+                conn.wait(lambda: not link.state & proton.Endpoint.REMOTE_UNINIT
+                          or self._ended() is not None, msg=f"opening a link to {address}")
+                ended = self._ended()
+                if ended is not None:
+                    raise proton.ProtonException(f"the broker ended the session: {ended}")
+                sender = proton.utils.BlockingSender(conn, link)
             except (proton.ProtonException, OSError) as exc:
+                if self._ended() is not None:
+                    self._lost(exc)  # the receiver went with the session: connect again
                 raise TransportError(f"cannot send to {address}: {_reason(exc)}") from None
             self.senders[address] = sender
         return sender
+
+    def _ended(self) -> str | None:
+        """Why the broker ended this connection's session, or None while it lasts."""
+        session = self.conn.conn.session_head(0) if self.conn is not None else None
+        if session is None or not session.state & proton.Endpoint.REMOTE_CLOSED:
+            return None
+        condition = session.remote_condition
+        return getattr(condition, "description", None) or "no reason given"
 
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:
@@ -354,9 +374,18 @@ class Amqp10Transport(DrivenTransport):
     def _tend(self) -> None:
         if self.pending:
             self._settle(len(self.pending))  # what settled meanwhile, without waiting
+        if not len(self.inbox) and self.connected and (ended := self._ended()) is not None:
+            # Proton's blocking connection does not notice an ended session; its links,
+            # the receiver's too, are gone with it.
+            self._lost(proton.ProtonException(ended))
+            raise TransportError(f"the broker ended the session: {ended}")
 
     def message(self, raw: Any) -> Message:
         raw, delivery = raw
+        # Delivered before (released, or unsettled on a lost session): RabbitMQ's plugin says
+        # so by first-acquirer alone, the specification by delivery-count.
+        if raw.delivery_count or (self.flavour == "rabbitmq" and not raw.first_acquirer):
+            self.feedback.redelivered += 1
         properties = raw.properties
         fields = properties.get(HEADER) if properties else None
         seq, ts, sent, crc, producer = from_header(None if fields is None else str(fields))

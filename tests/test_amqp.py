@@ -196,6 +196,51 @@ def test_amqp10_a_request_without_reply_to_is_rejected_and_dead_lettered(harness
     assert depth(q) == 0 and depth(dlq) == 20
 
 
+def test_amqp10_a_reply_the_broker_refuses_by_ending_the_session_is_survived(harness,
+                                                                            brokers):
+    # RabbitMQ answers a link to a missing exchange by ending the whole session, the
+    # Responder's receiver with it: the Responder must say why, connect again and receive
+    # again, and the request, never settled, goes back to the queue and is counted as
+    # delivered again.
+    import proton
+    import proton.utils
+    q = unique("amqp10.badreply")
+    dead_lettered_queue(q)
+    connection = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
+    sender = connection.create_sender(f"/amq/queue/{q}")
+    sender.send(proton.Message(body=b"request", reply_to=f"/exchange/{q}.missing/key"))
+    connection.close()
+    done = harness("run", "-m", "amqp10.Responder", "-d", f"/amq/queue/{q}", "-rl", "2",
+                   "--drain", "0")
+    assert done.code == 0, done.stderr
+    responder = done.summary["groups"]["responder"]
+    assert "the broker ended the session: NOT_FOUND" in done.stdout + done.stderr
+    assert responder["reconnects"] >= 1 and responder["received"] >= 2
+    assert responder["redelivered"] == responder["received"] - 1
+    assert depth(q) == 1
+
+
+def test_amqp_messages_delivered_again_are_counted(harness, brokers):
+    # Taken by a consumer that closed without acknowledging them: RabbitMQ marks them
+    # redelivered.
+    q = unique("amqp.redelivered")
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    channel = connection.channel()
+    channel.queue_declare(q, durable=True)  # as the harness declares its queues
+    for n in range(10):
+        channel.basic_publish("", q, f"message {n}".encode())
+    channel.basic_qos(prefetch_count=4)
+    taken = []
+    channel.basic_consume(q, lambda ch, method, props, body: taken.append(body))
+    while len(taken) < 4:
+        connection.process_data_events(time_limit=1)
+    connection.close()
+    done = harness("run", "-m", "amqp.Receiver", "-d", q, "-rl", "2", "--drain", "0")
+    assert done.code == 0, done.stderr
+    receiver = done.summary["groups"]["receiver"]
+    assert receiver["received"] == 10 and receiver["redelivered"] == 4
+
+
 def test_a_transaction_shows_nothing_before_its_commit(brokers):
     q = unique("amqp.tx")
     transport = AmqpTransport(settings_for("amqp.Sender", transacted=True))
