@@ -91,7 +91,9 @@ class AmqpOptions:
                                          "typed.", multiple=True)
     confirm: int = option(0, "Publisher confirms: at most N sends awaiting the broker's "
                           "confirmation (RabbitMQ PerfTest's -c), timed as the confirm "
-                          "metric; 0 = no confirms.", low=0)
+                          "metric; 0 = no confirms. A Responder's replies: each confirmed "
+                          "before its request is acknowledged (a refused one gives the "
+                          "request back).", low=0)
     mandatory: bool = option(False, "Publish mandatory: a message no queue takes comes back "
                              "and counts as a failed send.")
     ack_every: int = option(1, "With --ack client: acknowledge every N messages at once "
@@ -178,8 +180,9 @@ class AmqpTransport(DrivenTransport):
         if not o.requeue and o.ack == "auto":
             out.append(("--no-requeue", "needs acknowledgements: --ack client or "
                         "client-individual (auto-acknowledged messages cannot be given back)"))
-        if o.confirm and role not in ("Sender", "Publisher", "Requestor"):
-            out.append(("--confirm", "confirms are for Sender, Publisher and Requestor"))
+        if o.confirm and role not in ("Sender", "Publisher", "Requestor", "Responder"):
+            out.append(("--confirm", "confirms are for Sender, Publisher, Requestor and "
+                        "Responder (its replies)"))
         if o.confirm and settings.transacted:
             out.append(("--confirm", "a channel is either transactional or in confirm "
                         "mode, not both (drop -tx or --confirm)"))
@@ -219,6 +222,9 @@ class AmqpTransport(DrivenTransport):
         self.unacked = 0  # --ack client: messages since the last (multiple) ack
         self.last_tag: tuple[int, int] | None = None
         self.confirm_window = o.confirm
+        # A Responder acknowledges a request only once the broker confirmed its reply: a
+        # reply refused (nacked, returned) or lost gives the request back instead.
+        self.confirm_each = bool(o.confirm) and settings.role == "Responder"
         self.next_tag = 0
         self.confirmed_early: set[int] = set()
         self.queue_args = pairs(o.queue_arg)
@@ -422,11 +428,23 @@ class AmqpTransport(DrivenTransport):
             raise TransportError(f"send failed: {_reason(exc)}") from None
         if self.confirm_window:
             self.next_tag += 1
+            failed = self.feedback.failed
+            before = len(failed)
             self._sent(self.next_tag, message)
-            if len(self.pending) >= self.confirm_window:
+            if self.confirm_each:
+                self._await_confirms(0)
+                if len(failed) > before:
+                    _, _, reason = failed.pop()
+                    raise TransportError(reason)
+            elif len(self.pending) >= self.confirm_window:
                 self._await_confirms(self.confirm_window - 1)
         else:
             self._sent(None, message)
+
+    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+        # Waiting for a reply's confirmation turns pika's loop, which a reply sent inside
+        # its dispatch may not: such a Responder pulls.
+        return not self.confirm_each and super().deliver(sink)
 
     def _await_confirms(self, most: int) -> None:
         """Turn the loop until at most `most` sends await confirmation."""

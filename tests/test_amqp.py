@@ -196,6 +196,50 @@ def test_amqp10_a_request_without_reply_to_is_rejected_and_dead_lettered(harness
     assert depth(q) == 0 and depth(dlq) == 20
 
 
+def requests_replying_to_a_full_queue(q: str, count: int) -> tuple[str, list[str]]:
+    """count requests in q (dead-lettered) whose reply-to is a full queue that refuses more
+    (reject-publish): every reply will be nacked. (The full queue, the flags that declare q
+    as it is.)"""
+    full = f"{q}.full"
+    _, arguments = dead_lettered_queue(q)
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    try:
+        channel = connection.channel()
+        channel.queue_declare(full, durable=True, arguments={"x-max-length": 1,
+                                                             "x-overflow": "reject-publish"})
+        channel.basic_publish("", full, b"filler")
+        for n in range(count):
+            channel.basic_publish("", q, f"request {n}".encode(),
+                                  pika.BasicProperties(reply_to=full))
+    finally:
+        connection.close()
+    return full, [f"--queue-arg={k}={v}" for k, v in arguments.items()]
+
+
+@pytest.mark.parametrize("requeue", [True, False], ids=["requeued", "dead-lettered"])
+def test_a_refused_reply_gives_its_request_back(harness, brokers, requeue):
+    # With --confirm a Responder acknowledges a request only once its reply is confirmed;
+    # RabbitMQ nacks a reply to a full reject-publish queue, so the request is given back:
+    # delivered again with --requeue, dead-lettered with --no-requeue.
+    q = unique("amqp.refusedreply")
+    full, declare = requests_replying_to_a_full_queue(q, 5)
+    done = harness("run", "-m", "amqp.Responder", "-d", q, *declare, "--ack", "client-individual",
+                   "--confirm", "1", "--requeue" if requeue else "--no-requeue", "-rl", "2",
+                   "--drain", "0")
+    assert done.code == 0, done.stderr
+    responder = done.summary["groups"]["responder"]
+    assert responder["sent"] == 0 and responder["errors"] == responder["received"]
+    assert "the broker refused the message" in done.stdout + done.stderr
+    assert depth(full) == 1
+    if requeue:
+        assert responder["received"] > 5 and responder["redelivered"] == \
+            responder["received"] - 5
+        assert depth(q) == 5 and depth(f"{q}.dead") == 0
+    else:
+        assert responder["received"] == 5 and responder["redelivered"] == 0
+        assert depth(q) == 0 and depth(f"{q}.dead") == 5
+
+
 def test_amqp10_a_reply_the_broker_refuses_by_ending_the_session_is_survived(harness,
                                                                             brokers):
     # RabbitMQ answers a link to a missing exchange by ending the whole session, the
