@@ -7,16 +7,18 @@ import time
 
 
 class Outages:
-    __slots__ = ("down_since", "ns", "reconnects")
+    __slots__ = ("down_since", "ns", "reconnects", "outages")
 
     def __init__(self) -> None:
         self.reconnects = 0
         self.ns = 0
         self.down_since: int | None = None
+        self.outages = 0  # how many times it went down, for telling one outage from the next
 
     def went_down(self) -> None:
         if self.down_since is None:
             self.down_since = time.monotonic_ns()
+            self.outages += 1
 
     def came_up(self) -> None:
         if self.down_since is not None:

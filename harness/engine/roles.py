@@ -109,7 +109,7 @@ class Consumer(Worker):
                     self.rec.error("consume", exc)
 
     def work(self) -> None:
-        control, rec = self.control, self.rec
+        control = self.control
         receive, consume, lock = self.transport.receive, self.consume, self.lock
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
         if not self.group.transacted and self.push_safe():
@@ -122,7 +122,7 @@ class Consumer(Worker):
                 # Pushed: returns None after POLL_S, and reconnects a lost connection.
                 message = receive(POLL_S)
             except TransportError as exc:
-                rec.error("receive", exc)  # the transport reconnects; the outage counts there
+                self.receive_failed(exc)  # the transport reconnects
                 message = None
             now = now_ns()
             if message is not None:
@@ -271,7 +271,7 @@ class Requestor(Worker):
                 try:
                     reply = receive(POLL_S)
                 except TransportError as exc:
-                    rec.error("receive", exc)
+                    self.receive_failed(exc)
                     reply = None
                 done = now_ns()
                 if reply is not None:

@@ -20,7 +20,7 @@ from harness.spec.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
 from harness.stats.timeline import Timeline
 from harness.stats.verify import SeenSet, SequenceTracker
-from harness.transports.base import Transport
+from harness.transports.base import Transport, TransportError
 from harness.transports.message import Destination
 
 if TYPE_CHECKING:
@@ -153,7 +153,19 @@ class Worker(threading.Thread, ABC):
         return self.role.produces
 
     def prepare(self) -> None:
+        self.outage_counted = 0
         self.transport.connect()
+
+    def receive_failed(self, exc: TransportError) -> None:
+        """Count a receive that raised as an error, but once per outage: while the connection
+        is down every poll fails, as many times as the poll interval makes, and the outage
+        has counters of its own (reconnects, outage_ms)."""
+        outages = self.transport.outages
+        if outages.down_since is not None:
+            if outages.outages == self.outage_counted:
+                return
+            self.outage_counted = outages.outages
+        self.rec.error("receive", exc)
 
     @abstractmethod
     def work(self) -> None:
