@@ -19,7 +19,10 @@ class Feedback:
         # kind -> (count, reason) of what the client library reported on its own (a
         # subscription dropping messages for a slow consumer)
         self.errors: dict[str, tuple[int, str]] = {}
-        # Messages the broker delivered again (claimed from a consumer that died)
+        # Messages the broker delivered again (claimed from a consumer that died). It only
+        # grows, counted by the one thread that turns deliveries into messages (the client
+        # library's, where messages are pushed): the worker takes what it grew by, so a count
+        # made while it looks is never lost.
         self.redelivered = 0
 
     def error(self, kind: str, reason: str) -> None:

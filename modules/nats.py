@@ -15,8 +15,9 @@ The harness's fields travel in front of the body (harness.transports.message.fra
 parses headers in Python, which would cost a consumer more than the rest of the message;
 --property values are NATS headers.
 
-Core NATS keeps nothing: a subscriber the server finds too slow is disconnected and what it
-missed is gone; the sequence numbers show exactly which messages (lost = sent - received).
+Core NATS keeps nothing: a subscriber the server finds too slow is disconnected (an error
+`disconnected` and an outage) and what it missed is gone; nats-py connects and subscribes
+again, and the sequence numbers show exactly which messages (lost = sent - received).
 
 JetStream: a stream (--stream, default `harness-` and the subject) is created if missing, with
 --storage and --retention. Every publish is acknowledged by the server; --inflight keeps that
@@ -267,11 +268,18 @@ class NatsTransport(DrivenTransport):
             self.js = self.nc.jetstream(publish_async_max_pending=o.inflight + 1)
 
     async def _error(self, exc: Exception) -> None:
-        """nats-py's reports; an outage counts through the disconnect callbacks."""
+        """nats-py's reports; an outage's time and reconnects count through the disconnect
+        callbacks."""
         if isinstance(exc, nats.errors.SlowConsumerError):
             # The message itself shows as lost in the sequence numbers.
             self.feedback.error("slow consumer", "nats-py dropped a message: the "
                                 "subscription held --pending-limit messages")
+        elif isinstance(exc, nats.errors.UnexpectedEOF) and not self.closing and \
+                self.outages.down_since is None:
+            # One error for the outage (nats-py reports every failed reconnection too).
+            self.feedback.error("disconnected", "the server closed the connection (a restart, "
+                                "or a consumer cut off for reading too slowly: the server's "
+                                "log says which)")
 
     async def _disconnected(self) -> None:
         if not self.closing:

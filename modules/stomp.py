@@ -10,6 +10,9 @@ ActiveMQ's durable subscription name without a word, so there they are refused b
 Persistent messages are sent with a receipt and the send waits for it, as a JMS persistent
 send does: a message is counted as sent only once the broker has it, so a broker restart
 cannot make the harness report as lost what it never delivered.
+
+A message the broker delivers again (ActiveMQ and RabbitMQ mark it `redelivered: true`: it
+went to a consumer that died or gave it back) counts as `redelivered`.
 """
 
 from __future__ import annotations
@@ -291,6 +294,8 @@ class StompTransport(NetworkTransport):
         h = frame.headers
         reply_to = h.get("reply-to")
         seq, ts, sent, crc, producer = from_header(h.get(HEADER))
+        if h.get("redelivered") == "true":
+            self.feedback.redelivered += 1
         return Message(frame.body, producer, seq, ts, sent, crc, None, h.get("correlation-id"),
                        Destination("queue", reply_to) if reply_to else None,
                        h.get("persistent") == "true",

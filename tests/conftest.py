@@ -178,3 +178,22 @@ def beside_a_killed_consumer(tmp_path: Path, victim: list[str], main: list[str],
     run_dir = only_run_dir(tmp_path / "main")
     assert run_dir is not None
     return json.loads((run_dir / "summary.json").read_text()), out
+
+
+def redelivered_beside_a_killed_receiver(tmp_path: Path, module: str, queue: str,
+                                         receiver: list[str], sender: list[str]) -> dict[str, Any]:
+    """A `module` Sender and Receiver (with their flags) on queue, beside a second receiver
+    that freezes and dies holding messages (beside_a_killed_consumer): what it held comes to
+    the survivor marked by the broker and counted as redelivered, and what the survivor missed
+    is what the victim acknowledged before it froze. main's summary.json."""
+    summary, out = beside_a_killed_consumer(
+        tmp_path, ["-m", f"{module}.Receiver", "-d", queue, *receiver],
+        ["-m", f"{module}.Sender", "-d", queue, *sender, "-rl", "6", "-ss", "1", "--drain", "8",
+         "-g", " ".join([f"-m {module}.Receiver -d", queue, *receiver])])
+    sent, got = summary["groups"]["sender"], summary["groups"]["receiver"]
+    assert got["redelivered"] > 0, "the killed receiver held nothing"
+    assert f"receiver: {got['redelivered']} messages redelivered" in out
+    assert got["errors"] == 0
+    (delivery,) = summary["delivery"]
+    assert got["received"] - got["duplicated"] + delivery["missing"] == sent["sent"]
+    return summary

@@ -3,12 +3,26 @@ broker script where it does not already run."""
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
 
 import nats
 import pytest
 
 from harness.stats.histogram import decode
-from tests.conftest import beside_a_killed_consumer, unique
+from tests.conftest import (
+    env,
+    free_port,
+    harness_command,
+    only_run_dir,
+    redelivered_beside_a_killed_receiver,
+    unique,
+    wait_for_port,
+)
 from tests.test_restart import run_through_restart
 
 
@@ -91,6 +105,82 @@ def test_core_nats_drops_for_a_slow_consumer_and_the_loss_is_counted_exactly(har
     assert delivery["missing"] == subscriber["lost"]
 
 
+@pytest.fixture
+def strict_nats(tmp_path):
+    """A nats-server of the test's own that cuts off a client it could not write to for
+    200 ms (the default waits 10 s), and its log."""
+    port, log = free_port(), tmp_path / "nats-server.log"
+    conf = tmp_path / "nats.conf"
+    conf.write_text(f'listen: 127.0.0.1:{port}\nwrite_deadline: "200ms"\n')
+    proc = subprocess.Popen(["nats-server", "-c", str(conf), "-l", str(log)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    yield port, log
+    proc.terminate()
+    proc.wait(10)
+
+
+def measuring(output: Path, seconds: float = 60) -> None:
+    """Wait until the run writing into output has written its first interval."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        run_dir = only_run_dir(output)
+        if run_dir is not None and (run_dir / "intervals.jsonl").exists() and \
+                (run_dir / "intervals.jsonl").stat().st_size:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no interval from the run in {output} after {seconds:g} s")
+
+
+def test_a_subscriber_the_server_cuts_off_as_slow_is_reported_with_its_loss(tmp_path, brokers,
+                                                                            strict_nats):
+    port, log = strict_nats
+    t = unique("nats.cut")
+    # Two runs of one run id: the subscriber's process group can be frozen on its own, and
+    # it checks the publisher's sequence numbers as its run's own.
+    common = ["-d", t, "--port", str(port), "--run-id", t.replace("nats.cut.", "cut-"), "-ss", "1"]
+
+    def start(*args: str, **popen: Any) -> subprocess.Popen:
+        return subprocess.Popen(harness_command("run", *common, *args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path,
+                                **popen)
+
+    subscriber = start("-m", "nats.Subscriber", "-rl", "14", "-o", str(tmp_path / "sub"),
+                       start_new_session=True)
+    publisher = None
+    try:
+        measuring(tmp_path / "sub")
+        publisher = start("-m", "nats.Publisher", "-rt", "20000", "-ms", "1024", "-rl", "6",
+                          "-o", str(tmp_path / "pub"))
+        measuring(tmp_path / "pub")
+        # Frozen, the subscriber reads nothing: the server's writes to it block, and after
+        # 200 ms the server closes its connection; what is published meanwhile is gone.
+        os.killpg(subscriber.pid, signal.SIGSTOP)
+        time.sleep(2)
+        os.killpg(subscriber.pid, signal.SIGCONT)
+        _, err = publisher.communicate(timeout=60)
+        assert publisher.returncode == 0, err
+        out, err = subscriber.communicate(timeout=60)
+        assert subscriber.returncode == 0, err
+    finally:
+        for proc in (subscriber, publisher):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert "Slow Consumer Detected" in log.read_text(), "the server never cut the subscriber off"
+    sent = json.loads((only_run_dir(tmp_path / "pub") / "summary.json").read_text())[
+        "groups"]["publisher"]["sent"]
+    got = json.loads((only_run_dir(tmp_path / "sub") / "summary.json").read_text())[
+        "groups"]["subscriber"]
+    # The cut-off is reported (one error, one reconnect), and the subscriber went on after it.
+    assert got["reconnects"] >= 1 and 1 <= got["errors"] <= got["reconnects"]
+    assert "disconnected error: the server closed the connection" in out + err
+    assert 0 < got["lost"] < sent - 20000
+    # Every message the server threw away is lost, exactly.
+    assert got["lost"] == sent - got["received"]
+    assert got["duplicated"] == 0
+
+
 def test_jetstream_push_and_pull_consumers_with_timed_publish_acks(harness, brokers, cleanup):
     q, t = unique("njs.q"), unique("njs.t")
     cleanup += [f"harness-{q.replace('.', '_')}", "harness-nt-"]
@@ -149,18 +239,8 @@ def test_jetstream_redelivers_what_a_killed_consumer_held_and_counts_it(tmp_path
     # Both receivers share the durable consumer, which hands a message out again once it has
     # been unacknowledged for a second.
     receiver = ["--jetstream", "--ack-wait", "1", "--prefetch", "200"]
-    summary, out = beside_a_killed_consumer(
-        tmp_path, ["-m", "nats.Receiver", "-d", q, *receiver],
-        ["-m", "nats.Sender", "-d", q, "--jetstream", "-rt", "2000", "-rl", "6", "-ss", "1",
-         "--drain", "8", "-g", " ".join(["-m nats.Receiver -d", q, *receiver])])
-    sender, receiver_group = summary["groups"]["sender"], summary["groups"]["receiver"]
-    assert receiver_group["redelivered"] > 0, "the killed consumer held nothing"
-    assert f"receiver: {receiver_group['redelivered']} messages redelivered" in out
-    assert receiver_group["errors"] == 0
-    # What the receiver missed is what the victim took and acknowledged before it froze.
-    (delivery,) = summary["delivery"]
-    assert receiver_group["received"] - receiver_group["duplicated"] + \
-        delivery["missing"] == sender["sent"]
+    redelivered_beside_a_killed_receiver(tmp_path, "nats", q, receiver,
+                                         ["--jetstream", "-rt", "2000"])
     assert asyncio.run(_ack_pending(f"harness-{q.replace('.', '_')}")) == 0
 
 

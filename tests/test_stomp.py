@@ -7,7 +7,7 @@ import pytest
 from harness.transports.message import Destination, Message
 from harness.transports.stomp import StompTransport
 
-from tests.conftest import settings_for, unique
+from tests.conftest import redelivered_beside_a_killed_receiver, settings_for, unique
 
 STOMP_BROKERS = ["activemq", "rabbitmq"]
 
@@ -181,6 +181,15 @@ def test_durable_subscription_receives_what_was_published_while_offline(brokers,
         assert drain(subscriber, wait=3.0) == [0, 1, 2, 3, 4]
     finally:
         subscriber.close()
+
+
+@pytest.mark.parametrize("broker", STOMP_BROKERS)
+def test_what_a_dead_receiver_held_is_redelivered_and_counted(tmp_path, brokers, broker):
+    # The broker marks what the frozen receiver held unacknowledged `redelivered: true`.
+    redelivered_beside_a_killed_receiver(
+        tmp_path, "stomp", unique("stomp.dead"),
+        ["--ack", "client-individual", "--prefetch", "200", *flags(brokers, broker)],
+        [*flags(brokers, broker), "-rt", "1000"])
 
 
 def test_a_broker_that_is_down_is_one_line_and_exit_1(harness):

@@ -130,6 +130,7 @@ class Worker(threading.Thread, ABC):
         self.seen = SeenSet(self.rec) if group.role == "Receiver" and not setup.exclusive \
             and not group.filtered and group.destination_max is None else None
         self.failed: list[int] = []  # a producer's numbers whose send failed
+        self.redelivered_taken = 0  # the transport's redelivered count at the last interval
         self.interval_index = 0
         self.next_boundary = self.control.timeline.bounds(0)[1]
         self.done_through = -1
@@ -250,9 +251,10 @@ class Worker(threading.Thread, ABC):
             for kind, (count, reason) in errors.items():
                 rec.error(kind, reason)
                 rec.errors += count - 1
-        if feedback.redelivered:
-            rec.redelivered += feedback.redelivered
-            feedback.redelivered = 0
+        redelivered = feedback.redelivered
+        if redelivered != self.redelivered_taken:
+            rec.redelivered += redelivered - self.redelivered_taken
+            self.redelivered_taken = redelivered
 
     def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
         """Sleep until due (monotonic ns), handing off intervals on the way; False if told
