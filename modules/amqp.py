@@ -5,7 +5,7 @@ loop (IOLoop.poll and process_timeouts, pika's extension API for an external loo
 sends, receives or waits for the broker, so a message crosses no thread and no queue between
 the socket and the measurement. pika's BlockingConnection does the same turning, but writes
 every publish out on its own: one process sent about 21,000 msg/s through it and 49,000 msg/s
-writing every WRITE_EVERY publishes at once (256-byte messages, RabbitMQ on the same 2 cores).
+writing every write_every publishes at once (256-byte messages, RabbitMQ on the same 2 cores).
 
 Queues go through the default exchange unless --exchange names one; topics through a topic
 exchange (amq.topic unless --exchange names one), each Subscriber with a queue of its own:

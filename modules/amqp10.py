@@ -3,7 +3,7 @@ Artemis, Qpid) and of RabbitMQ's AMQP 1.0 plugin.
 
 Connections and links are made with Proton's BlockingConnection; after that the worker thread
 turns Proton's container itself (Container.process), as the amqp transport turns pika's loop:
-a send only queues the message on its link, and the thread writes every WRITE_EVERY sends and
+a send only queues the message on its link, and the thread writes every write_every sends and
 before it sleeps, or waits for the broker to settle what it sent.
 
 Settlement: at-least-once by default (the broker settles each message; without --confirm a

@@ -11,7 +11,7 @@ import contextlib
 import time
 from abc import abstractmethod
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.transports.base import TransportError
 from harness.transports.message import Message
@@ -19,10 +19,13 @@ from harness.transports.network import NetworkTransport
 from harness.transports.reconnect import Reconnecting
 from harness.transports.settings import Settings
 
-WRITE_EVERY = 64  # sends queued before they are written out
-
 
 class DrivenTransport(Reconnecting, NetworkTransport):
+    # Sends queued before they are written out (and before a producer that is behind its
+    # schedule writes; one that is ahead writes before it sleeps): a turn of the library's
+    # loop per batch, the batch's first message waiting for its last.
+    write_every: ClassVar[int] = 64
+
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
         self.unwritten = 0
@@ -45,11 +48,11 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         """Between receives: what the transport does beside taking messages."""
 
     def _sent(self, handle: Any, message: Message) -> None:
-        """Count a queued send; write out every WRITE_EVERY, never inside a dispatch."""
+        """Count a queued send; write out every write_every, never inside a dispatch."""
         if handle is not None:
             self.pending.append((handle, message.seq, time.monotonic_ns()))
         self.unwritten += 1
-        if self.unwritten >= WRITE_EVERY and not self.dispatching:
+        if self.unwritten >= self.write_every and not self.dispatching:
             self.flush()
 
     def idle(self, seconds: float) -> None:
