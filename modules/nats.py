@@ -272,21 +272,18 @@ class NatsTransport(DrivenTransport):
             self.js = self.nc.jetstream(publish_async_max_pending=o.inflight + 1)
 
     async def _error(self, exc: Exception) -> None:
-        """nats-py's reports; an outage's time and reconnects count through the disconnect
-        callbacks."""
+        """nats-py's reports; a lost connection counts through the disconnect callbacks."""
         if isinstance(exc, nats.errors.SlowConsumerError):
             # The message itself shows as lost in the sequence numbers.
             self.feedback.error("slow consumer", "nats-py dropped a message: the "
                                 "subscription held --pending-limit messages")
-        elif isinstance(exc, nats.errors.UnexpectedEOF) and not self.closing and \
-                self.outages.down_since is None:
-            # One error for the outage (nats-py reports every failed reconnection too).
-            self.feedback.error("disconnected", "the server closed the connection (a restart, "
-                                "or a consumer cut off for reading too slowly: the server's "
-                                "log says which)")
 
     async def _disconnected(self) -> None:
-        if not self.closing:
+        if not self.closing and self.outages.down_since is None:
+            # One error for the outage, beside its time and reconnects.
+            self.feedback.error("disconnected", "the connection was lost (a server restart, "
+                                "or the server cut off a consumer that read too slowly: its "
+                                "log says which)")
             self.outages.went_down()
         # A publish whose acknowledgement was due on the lost connection never gets it: in
         # doubt (the server may have stored it), a failed send now rather than at the timeout.
