@@ -534,7 +534,7 @@ class AmqpTransport(DrivenTransport):
     def message(self, raw: Any) -> Message:
         method, properties, body = raw
         if method.redelivered:
-            self.feedback.redelivered += 1  # given back, or unacknowledged on a lost channel
+            self.feedback.redelivery()  # given back, or unacknowledged on a lost channel
         headers = properties.headers
         seq, ts, sent, crc, producer = from_header(headers.get(HEADER) if headers else None)
         reply_to = properties.reply_to

@@ -385,7 +385,7 @@ class Amqp10Transport(DrivenTransport):
         # Delivered before (released, or unsettled on a lost session): RabbitMQ's plugin says
         # so by first-acquirer alone, the specification by delivery-count.
         if raw.delivery_count or (self.flavour == "rabbitmq" and not raw.first_acquirer):
-            self.feedback.redelivered += 1
+            self.feedback.redelivery()
         properties = raw.properties
         fields = properties.get(HEADER) if properties else None
         seq, ts, sent, crc, producer = from_header(None if fields is None else str(fields))

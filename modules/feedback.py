@@ -6,11 +6,12 @@ every interval boundary, so nothing on the message path reaches into the statist
 
 from __future__ import annotations
 
+import threading
 from array import array
 
 
 class Feedback:
-    __slots__ = ("confirm_us", "errors", "failed", "redelivered")
+    __slots__ = ("confirm_us", "errors", "failed", "redelivered", "redelivered_lock")
 
     def __init__(self) -> None:
         self.confirm_us: array[int] = array("q")
@@ -20,14 +21,20 @@ class Feedback:
         # subscription dropping messages for a slow consumer)
         self.errors: dict[str, tuple[int, str]] = {}
         # Messages the broker delivered again (claimed from a consumer that died). It only
-        # grows, counted by the one thread that turns deliveries into messages (the client
-        # library's, where messages are pushed): the worker takes what it grew by, so a count
-        # made while it looks is never lost.
+        # grows, and the worker takes what it grew by: a transport may count on the client
+        # library's thread (pushed messages) while the worker looks, and, for the moment a
+        # consumer switches to pushed delivery, on both threads at once.
         self.redelivered = 0
+        self.redelivered_lock = threading.Lock()
 
     def error(self, kind: str, reason: str) -> None:
         count, _ = self.errors.get(kind, (0, reason))
         self.errors[kind] = (count + 1, reason)
+
+    def redelivery(self) -> None:
+        """Count a message the broker delivered again (rare: the lock costs nothing)."""
+        with self.redelivered_lock:
+            self.redelivered += 1
 
     def take(self) -> tuple[array[int], list[tuple[int, str, str]], dict[str, tuple[int, str]]]:
         taken = self.confirm_us, self.failed, self.errors

@@ -420,7 +420,7 @@ class NatsTransport(DrivenTransport):
         message.correlation_id = correlation or None
         message.handle = raw
         if self.js is not None and redelivery(raw.reply):
-            self.feedback.redelivered += 1  # the server's second try: its consumer gave up
+            self.feedback.redelivery()  # the server's second try: its consumer gave up
         return message
 
     def ack(self, message: Message) -> None:

@@ -311,7 +311,7 @@ class RedisTransport(Reconnecting, Transport):
             if fields is None:
                 continue  # trimmed away since it was delivered
             self.buffer.append((entry_id, fields.get(FIELD, b"")))
-            self.feedback.redelivered += 1
+            self.feedback.redelivery()
 
     def ack(self, message: Message) -> None:
         if message.handle is not None and self.grouped:

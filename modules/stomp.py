@@ -295,7 +295,7 @@ class StompTransport(NetworkTransport):
         reply_to = h.get("reply-to")
         seq, ts, sent, crc, producer = from_header(h.get(HEADER))
         if h.get("redelivered") == "true":
-            self.feedback.redelivered += 1
+            self.feedback.redelivery()
         return Message(frame.body, producer, seq, ts, sent, crc, None, h.get("correlation-id"),
                        Destination("queue", reply_to) if reply_to else None,
                        h.get("persistent") == "true",
