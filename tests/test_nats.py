@@ -90,11 +90,15 @@ def test_core_nats_drops_for_a_slow_consumer_and_the_loss_is_counted_exactly(har
                                                                             brokers):
     t = unique("nats.slow")
     # Two unthrottled publishers against one subscriber whose nats-py subscription may hold
-    # only 20 messages: nats-py drops the rest as a slow consumer.
-    done = harness("run", "-m", "nats.Publisher", "-d", t, "--processes", "2", "-rl", "2",
-                   "-ss", "1", "-g", f"-m nats.Subscriber -d {t} --pending-limit 20")
+    # only 20 messages: nats-py drops the rest as a slow consumer. 50,000 messages each, so
+    # the subscriber reads through the server's backlog within the drain even on a slow
+    # machine (what is still unread when the drain ends is lost too, without an error).
+    done = harness("run", "-m", "nats.Publisher", "-d", t, "--processes", "2", "-mg", "50000",
+                   "-rl", "20", "-ss", "1",
+                   "-g", f"-m nats.Subscriber -d {t} --pending-limit 20")
     assert done.code == 0, done.stderr
     sent = done.summary["groups"]["publisher"]["sent"]
+    assert sent == 100_000
     subscriber = done.summary["groups"]["subscriber"]
     assert subscriber["lost"] > 0, "nothing was dropped: the subscriber was not slow"
     assert subscriber["lost"] == sent - subscriber["received"]
