@@ -39,6 +39,10 @@ from harness.transports.message import HEADER, Destination, Message, from_header
 from harness.transports.options import option
 from harness.transports.settings import Settings
 from pika.adapters.select_connection import SelectConnection
+from pika.adapters.utils.connection_workflow import (
+    AMQPConnectionWorkflowFailed,
+    AMQPConnectorPhaseErrorBase,
+)
 
 from harness.clock import now_ns
 
@@ -626,6 +630,12 @@ def _reason(exc: Any) -> str:
     if isinstance(exc, pika.exceptions.ChannelClosedByBroker | pika.exceptions.
                   ConnectionClosedByBroker):
         return f"{exc.reply_code} {exc.reply_text}"
+    # pika's connection workflow wraps the cause (a refused socket, a certificate that does
+    # not verify) in an exception per attempt, each wrapping the phase's own.
+    if isinstance(exc, AMQPConnectionWorkflowFailed) and exc.exceptions:
+        return _reason(exc.exceptions[-1])
+    if isinstance(exc, AMQPConnectorPhaseErrorBase) and exc.exception is not None:
+        return _reason(exc.exception)
     if isinstance(exc, pika.exceptions.AMQPConnectionError) and exc.args:
         inner = exc.args[0]
         if isinstance(inner, BaseException) and inner is not exc:

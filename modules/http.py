@@ -113,6 +113,15 @@ class HttpTransport(Transport):
             response = pool.urlopen(self.method, path, body=body,
                                     headers=message.properties, retries=False,
                                     preload_content=True, assert_same_host=False)
+        except urllib3.exceptions.NewConnectionError as exc:
+            # Before TimeoutError: urllib3 2 derives a refused connection from its connect
+            # timeout, and a server that is down must not read as one that is slow.
+            reason = str(exc.args[0] if exc.args else exc).rpartition(": ")[2]
+            raise TransportError(f"cannot connect to {host}:{port}: {reason}",
+                                 kind="connect") from None
+        except urllib3.exceptions.ConnectTimeoutError:
+            raise TransportError(f"no connection within {CONNECT_TIMEOUT_S:g} s",
+                                 kind="timeout") from None
         except urllib3.exceptions.TimeoutError:
             raise TransportError(f"no response within {self.reply_timeout:g} s",
                                  kind="timeout") from None

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import ssl
 import time
@@ -163,6 +164,7 @@ class NatsTransport(DrivenTransport):
         self.waiter: asyncio.Future[None] | None = None
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
+        self.connect_failed: asyncio.Future[Exception] | None = None
 
     # -- the loop, turned on this thread
     def _run(self, coro: Any, what: str) -> Any:
@@ -258,7 +260,7 @@ class NatsTransport(DrivenTransport):
                 tls.load_cert_chain(s.cert, s.key)
         scheme = "tls" if s.tls else "nats"
         try:
-            self.nc = self.loop.run_until_complete(nats.connect(
+            self.nc = self.loop.run_until_complete(self._first_connect(
                 f"{scheme}://{host}:{port}", name=self.client_id(stable=False),
                 user=s.user, password=s.password, tls=tls, connect_timeout=CONNECT_TIMEOUT_S,
                 allow_reconnect=True, max_reconnect_attempts=-1,
@@ -271,8 +273,30 @@ class NatsTransport(DrivenTransport):
         if o.jetstream:
             self.js = self.nc.jetstream(publish_async_max_pending=o.inflight + 1)
 
+    async def _first_connect(self, url: str, **options: Any) -> Any:
+        """One connection attempt, as every transport makes (--connect-retry makes more):
+        nats-py, allowed to reconnect for ever as a run needs, would also retry a first
+        connection for ever, and a server that is down or a certificate that does not verify
+        would hang the start."""
+        failed = self.connect_failed = self.loop.create_future()
+        attempt = asyncio.ensure_future(nats.connect(url, **options))
+        try:
+            await asyncio.wait((attempt, failed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.connect_failed = None
+        if attempt.done():
+            return attempt.result()
+        attempt.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await attempt
+        raise failed.result()
+
     async def _error(self, exc: Exception) -> None:
         """nats-py's reports; a lost connection counts through the disconnect callbacks."""
+        failed = self.connect_failed
+        if failed is not None and not failed.done():
+            failed.set_result(exc)  # the first connection attempt failed
+            return
         if isinstance(exc, nats.errors.SlowConsumerError):
             # The message itself shows as lost in the sequence numbers.
             self.feedback.error("slow consumer", "nats-py dropped a message: the "
@@ -480,5 +504,7 @@ def _reason(exc: BaseException | None) -> str:
         return "no answer"
     if isinstance(exc, nats.js.errors.APIError) and exc.description:
         return f"{exc.code} {exc.description}"
+    if isinstance(exc, ConnectionError) and exc.errno:
+        return os.strerror(exc.errno)  # asyncio's own words name only the address
     text = str(exc).removeprefix("nats: ")
     return text or type(exc).__name__

@@ -1,10 +1,13 @@
 """A broker restarted during a run: workers reconnect and resubscribe, the outage is counted,
 persistent messages on an ActiveMQ queue are not lost, and an MQTT producer that drives its
-client's network loop itself reconnects as well."""
+client's network loop itself reconnects as well; a server that is down at the start is one
+line and exit code 1."""
 
 import json
 import subprocess
 import time
+
+import pytest
 
 from harness.stats.histogram import decode
 from tests.conftest import ROOT, env, harness_command, only_run_dir, read_jsonl, unique
@@ -104,3 +107,27 @@ def test_rabbitmq_restart_mid_run_loses_no_confirmed_persistent_message(tmp_path
     # A message seen twice came again from the broker, which marks it so.
     assert receiver["redelivered"] >= receiver["duplicated"]
     assert "reconnects=" in stdout
+
+
+@pytest.mark.parametrize("module", ["mqtt.Publisher", "amqp.Sender", "amqp10.Sender",
+                                    "nats.Publisher", "redis.Publisher"])
+def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness, module):
+    """Not a hang: nats-py, allowed to reconnect for ever as a run needs, would retry its
+    first connection for ever too. One retry with its back-off, then one line."""
+    started = time.monotonic()
+    result = harness("run", "-m", module, "-d", "down", "--port", "1", "-mg", "1",
+                     "--connect-retry", "1", timeout=30)
+    assert result.code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot connect to 127.0.0.1:1" in lines[0], result.stderr
+    assert "refused" in lines[0].lower(), lines[0]
+    assert time.monotonic() - started >= 0.5  # the retry's back-off
+
+
+def test_an_http_server_that_is_down_is_a_connect_error_not_a_timeout(harness):
+    result = harness("run", "-m", "http.Requestor", "-d", "http://127.0.0.1:1/", "-mg", "3",
+                     timeout=60)
+    requestor = result.summary["groups"]["requestor"]
+    assert requestor["errors"] == 3 and requestor["timeouts"] == 0
+    assert "connect error: cannot connect to 127.0.0.1:1" in result.stdout + result.stderr
+    assert "no response within" not in result.stdout + result.stderr
