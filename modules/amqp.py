@@ -525,6 +525,9 @@ class AmqpTransport(DrivenTransport):
             f"consume from {queue}")
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        if not self.replying:  # only a Responder sends while pika dispatches
+            self.arrived((method, properties, body))
+            return
         self.dispatching = True
         try:
             self.arrived((method, properties, body))
@@ -553,6 +556,9 @@ class AmqpTransport(DrivenTransport):
             return None
         generation, tag = message.handle
         return tag if generation == self.generation and self.connected else None
+
+    def acknowledges(self) -> bool:
+        return not self.auto_ack
 
     def ack(self, message: Message) -> None:
         tag = self._tag(message)

@@ -59,6 +59,9 @@ class Transport(ABC):
     # The broker dialects it speaks (--flavour), its default first; none: it speaks to one
     # kind of server and --flavour is refused.
     flavours: ClassVar[tuple[str, ...]] = ()
+    # deliver()'s sink is called only inside receive(), on the thread that calls it (the
+    # library's loop is turned there): the consumer needs no lock around it.
+    inline: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -168,6 +171,11 @@ class Transport(ABC):
         message back acknowledges it: left unacknowledged, it would hold a prefetch slot
         until the connection ends."""
         self.ack(message)
+
+    def acknowledges(self) -> bool:
+        """Whether ack() and reject() have anything to do once subscribed: a consumer calls
+        neither where they would not (automatic acknowledgement), two calls a message."""
+        return type(self).ack is not Transport.ack or type(self).reject is not Transport.reject
 
     def temporary_queue(self) -> Destination:
         raise TransportError(f"{self.name} has no temporary queues")

@@ -25,6 +25,7 @@ class DrivenTransport(Reconnecting, NetworkTransport):
     # schedule writes; one that is ahead writes before it sleeps): a turn of the library's
     # loop per batch, the batch's first message waiting for its last.
     write_every: ClassVar[int] = 64
+    inline = True
 
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
@@ -34,6 +35,14 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         # Inside the library's dispatch (a Responder replying as a request arrives): nothing
         # may turn the loop again there.
         self.dispatching = False
+
+    def arrived(self, raw: Any) -> None:
+        # On the thread that turns the loop, inside receive(): deliver() cannot run meanwhile.
+        sink = self.sink
+        if sink is None:
+            self.inbox.put(raw)
+        else:
+            sink(self.message(raw))
 
     @abstractmethod
     def _turn(self, timeout: float) -> None:
@@ -78,9 +87,10 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         self._ready(timeout)
         if not len(self.inbox):
             if timeout <= 0 and self.sink is not None:
-                # Handing over to deliver(): the caller drains what came before, under the
-                # lock a pushed message would take too; turning the loop would deadlock.
+                # Handing over to deliver(): the caller drains what came before; turning
+                # the loop would measure newer messages first.
                 return None
             self._turn(timeout)
         self._tend()
-        return self.take(0)
+        # Where the turn measured what it brought (deliver()), the inbox stays empty.
+        return self.take(0) if len(self.inbox) else None

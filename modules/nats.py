@@ -388,8 +388,10 @@ class NatsTransport(DrivenTransport):
         queue = QUEUE_GROUP if s.role in ("Receiver", "Responder") else ""
         limit = {"pending_msgs_limit": o.pending_limit} if o.pending_limit else {}
         if self.js is None:
-            self.sub = self._run(self.nc.subscribe(subject, queue=queue, cb=self._on_message,
-                                                   **limit), f"subscribe to {subject}")
+            measure_only = s.role in ("Subscriber", "Receiver")
+            cb = self._on_measured if measure_only else self._on_message
+            self.sub = self._run(self.nc.subscribe(subject, queue=queue, cb=cb, **limit),
+                                 f"subscribe to {subject}")
             return
         stream = self._ensure_stream(subject)
         if s.role == "Receiver":
@@ -423,6 +425,14 @@ class NatsTransport(DrivenTransport):
             self.to_ack.append(raw)
         if self.queued or self.to_ack:
             await self._pump()
+        self._wake_receive()
+
+    async def _on_measured(self, raw: Any) -> None:
+        """A core subscription's message where nothing is sent back (no reply, no ack)."""
+        self.arrived(raw)
+        self._wake_receive()
+
+    def _wake_receive(self) -> None:
         waiter = self.waiter
         if waiter is not None and len(self.inbox):
             _wake(waiter)
@@ -446,6 +456,9 @@ class NatsTransport(DrivenTransport):
         if self.js is not None and redelivery(raw.reply):
             self.feedback.redelivery()  # the server's second try: its consumer gave up
         return message
+
+    def acknowledges(self) -> bool:
+        return self.js is not None and self.o.ack != "auto"
 
     def ack(self, message: Message) -> None:
         if self.js is not None and self.o.ack != "auto" and message.handle is not None:

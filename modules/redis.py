@@ -313,6 +313,9 @@ class RedisTransport(Reconnecting, Transport):
             self.buffer.append((entry_id, fields.get(FIELD, b"")))
             self.feedback.redelivery()
 
+    def acknowledges(self) -> bool:
+        return self.grouped
+
     def ack(self, message: Message) -> None:
         if message.handle is not None and self.grouped:
             self.to_ack.append(message.handle)

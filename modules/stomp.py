@@ -301,6 +301,9 @@ class StompTransport(NetworkTransport):
                        h.get("persistent") == "true",
                        (h.get("ack") or h.get("message-id"), h.get("subscription")))
 
+    def acknowledges(self) -> bool:
+        return self.ack_mode != "auto"
+
     def ack(self, message: Message) -> None:
         if self.ack_mode == "auto" or message.handle is None:
             return

@@ -19,7 +19,7 @@ import zlib
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
-from harness.transports.base import Transport, TransportError
+from harness.transports.base import TransportError
 from harness.transports.message import Message
 
 # What a consumer's handle() made of a message: it decides the acknowledgement.
@@ -94,27 +94,33 @@ class Consumer(Worker):
         # What consume() skips when it has nothing to do: read once, not per message.
         self.expected = self.tracker.expected if self.tracker is not None else None
         self.handles = type(self).handle is not Consumer.handle
-        self.acks = type(self.transport).ack is not Transport.ack
         self.commit_every = self.group.commit_count if self.group.transacted else 0
         self.transport.subscribe(self.destination)
+        self.acks = self.transport.acknowledges()
 
     def _pushed(self, message: Message) -> None:
         """On the transport's thread; the lock keeps interval hand-offs whole."""
         with self.lock:
-            if not self.done:
-                try:
-                    self.consume(message, now_ns())
-                except Exception as exc:  # never let a failure vanish into a client library
-                    self.failure = self.failure or f"{type(exc).__name__}: {exc}"
-                    self.rec.error("consume", exc)
+            self._measure(message)
+
+    def _measure(self, message: Message) -> None:
+        """A pushed message, where no interval hand-off can run meanwhile: under the lock,
+        or on the worker's own thread where the transport delivers inline."""
+        if not self.done:
+            try:
+                self.consume(message, now_ns())
+            except Exception as exc:  # never let a failure vanish into a client library
+                self.failure = self.failure or f"{type(exc).__name__}: {exc}"
+                self.rec.error("consume", exc)
 
     def work(self) -> None:
         control = self.control
         receive, consume, lock = self.transport.receive, self.consume, self.lock
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
         if not self.group.transacted and self.push_safe():
+            sink = self._measure if self.transport.inline else self._pushed
             with lock:  # what arrived before the start is measured first, in order
-                if self.transport.deliver(self._pushed):
+                if self.transport.deliver(sink):
                     while (message := receive(0)) is not None:
                         consume(message, now_ns())
         while control.consuming and not self.done:
