@@ -164,6 +164,7 @@ class NatsTransport(DrivenTransport):
         self.waiter: asyncio.Future[None] | None = None
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
+        self.watched: asyncio.Future[Any] | None = None  # the publish _acked waits for
         self.connect_failed: asyncio.Future[Exception] | None = None
 
     # -- the loop, turned on this thread
@@ -205,7 +206,7 @@ class NatsTransport(DrivenTransport):
         if not self.queued:
             return
         queued, self.queued = self.queued, []
-        nc, js = self.nc, self.js
+        nc, js, pending = self.nc, self.js, self.pending
         try:
             if js is None:
                 for subject, payload, reply, headers, _, _ in queued:
@@ -215,16 +216,28 @@ class NatsTransport(DrivenTransport):
             for subject, payload, _, headers, seq, sent in queued:
                 future = await js.publish_async(subject, payload, stream=stream,
                                                 headers=headers)
-                future.add_done_callback(self._acked)
-                self.pending.append((future, seq, sent))
+                pending.append((future, seq, sent))
         except nats.errors.Error as exc:
             # Not published (nats-py's buffer for an outage is full, or it gave up): failed.
             reason = f"send failed: {_reason(exc)}"
             for *_, seq, _ in queued:
                 self.feedback.failed.append((seq, "send", reason))
+        finally:
+            self._watch_oldest()
+
+    def _watch_oldest(self) -> None:
+        """One done-callback, on the oldest publish awaiting acknowledgement: the server
+        acknowledges in order, and asyncio's scheduling of a callback per publish cost more
+        than the publish."""
+        if self.pending:
+            oldest = self.pending[0][0]
+            if oldest is not self.watched:
+                self.watched = oldest
+                oldest.add_done_callback(self._acked)
 
     def _acked(self, future: asyncio.Future[Any]) -> None:
-        """A JetStream publish's acknowledgement (or its absence) arrived."""
+        """The oldest publish's acknowledgement (or its absence) arrived: take every one
+        that has, in order."""
         at = now_ns()
         acks, feedback = self.pending, self.feedback
         while acks and acks[0][0].done():
@@ -237,6 +250,7 @@ class NatsTransport(DrivenTransport):
                                         f"{_reason(done.exception())}"))
             else:
                 feedback.confirm_us.append((at - sent) // 1000)
+        self._watch_oldest()
         if self.waiter is not None:
             _wake(self.waiter)  # a producer waiting for room in the window
 
