@@ -212,10 +212,10 @@ class NatsTransport(DrivenTransport):
                 for subject, payload, reply, headers, _, _ in queued:
                     await nc.publish(subject, payload, reply, headers)
                 return
-            stream = self.send_stream
+            # The stream is checked in the acknowledgement, not by an expected-stream header
+            # on every publish, which nats-py would encode in Python each time.
             for subject, payload, _, headers, seq, sent in queued:
-                future = await js.publish_async(subject, payload, stream=stream,
-                                                headers=headers)
+                future = await js.publish_async(subject, payload, headers=headers)
                 pending.append((future, seq, sent))
         except nats.errors.Error as exc:
             # Not published (nats-py's buffer for an outage is full, or it gave up): failed.
@@ -239,7 +239,7 @@ class NatsTransport(DrivenTransport):
         """The oldest publish's acknowledgement (or its absence) arrived: take every one
         that has, in order."""
         at = now_ns()
-        acks, feedback = self.pending, self.feedback
+        acks, feedback, stream = self.pending, self.feedback, self.send_stream
         while acks and acks[0][0].done():
             done, seq, sent = acks.popleft()
             if done.cancelled():
@@ -248,6 +248,11 @@ class NatsTransport(DrivenTransport):
             elif done.exception() is not None:
                 feedback.failed.append((seq, "nack", f"the server refused the message: "
                                         f"{_reason(done.exception())}"))
+            elif done.result().stream != stream:
+                # Its consumers read the run's stream: there, the message is not.
+                feedback.failed.append((seq, "nack", f"stored in stream "
+                                        f"{done.result().stream}, not {stream}: another "
+                                        "stream holds the subject"))
             else:
                 feedback.confirm_us.append((at - sent) // 1000)
         self._watch_oldest()

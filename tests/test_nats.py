@@ -215,6 +215,34 @@ def test_jetstream_push_and_pull_consumers_with_timed_publish_acks(harness, brok
                               "messages": made[stream_t]["messages"]}
 
 
+async def _add_stream(name: str, subject: str) -> None:
+    nc = await nats.connect("nats://127.0.0.1:4222")
+    try:
+        await nc.jetstream().add_stream(name=name, subjects=[subject])
+    finally:
+        await nc.close()
+
+
+def test_a_publish_stored_in_another_stream_is_refused_not_lost(harness, brokers, cleanup):
+    """--stream names an existing stream that does not hold the subject, another stream
+    does: the server stores each message there, where the run's consumers never read. Each
+    is a refused send, named, and the run's stream receives nothing."""
+    subject = unique("njs.other")
+    theirs, mine = (f"harness-other-{subject.replace('.', '_')}-{who}"
+                    for who in ("theirs", "mine"))
+    cleanup.append("harness-other-")
+    asyncio.run(_add_stream(theirs, subject))
+    asyncio.run(_add_stream(mine, subject + ".elsewhere"))
+    done = harness("run", "-m", "nats.Sender", "-d", subject, "--jetstream", "--stream", mine,
+                   "-mg", "50", "-rt", "500", "-ss", "1")
+    assert done.code == 0, done.stderr
+    sender = done.summary["groups"]["sender"]
+    assert sender["sent"] == 50 and sender["refused"] == 50
+    assert f"stored in stream {theirs}, not {mine}" in done.stdout + done.stderr
+    made = streams("harness-other-")
+    assert made[theirs]["messages"] == 50 and made[mine]["messages"] == 0
+
+
 def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup):
     q = unique("njs.restart")
     cleanup.append(f"harness-{q.replace('.', '_')}")
