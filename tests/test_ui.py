@@ -239,3 +239,17 @@ def test_view_refuses_what_is_not_a_run_directory(harness: Any, tmp_path: Path) 
     assert shown.stderr.strip().splitlines() == [
         f"harness: error: RUN_DIR: {tmp_path}/manifest.json does not exist: not a run "
         "directory"]
+
+
+def test_a_refresh_tick_after_the_screen_closed_draws_nothing_and_raises_nothing(
+        loopback_run: Any) -> None:
+    """The refresh timer may fire while the app tears its widgets down (seen under load):
+    that tick must not fail the app's exit."""
+    app = RunApp(ReplayFeed(loopback_run.run_dir, load(loopback_run.run_dir)))
+
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.1)
+
+    asyncio.run(main())
+    app.refresh_view()  # the widgets are gone

@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, RichLog, Static
@@ -134,6 +135,10 @@ class RunApp(App[None]):
         self.query_one("#log", RichLog).write(Text(line))
 
     def refresh_view(self) -> None:
+        try:
+            top = self.query_one("#top", Static)
+        except NoMatches:
+            return  # the interval timer's tick after the app began to close: no widgets
         feed = self.feed
         for line in feed.poll():
             self.log_line(line)
@@ -146,7 +151,7 @@ class RunApp(App[None]):
         remaining = "" if status.remaining is None else \
             f"  remaining {_clock(status.remaining)}"
         mode = "replay " + status.position if not feed.live else "live"
-        self.query_one("#top", Static).update(Text.assemble(
+        top.update(Text.assemble(
             (f"{run.name}", "bold"), f"  {describe_target(run)}  ",
             (f"[{phase}]", "bold yellow" if status.paused else "bold"),
             f"\nelapsed {_clock(status.elapsed)}{remaining}  ({mode}; "
