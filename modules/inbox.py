@@ -69,6 +69,8 @@ class Inbox(Generic[T]):
 
     def get(self, timeout: float) -> T | None:
         items = self.items
+        if timeout <= 0 and not items:
+            return None  # a look, not a wait: no exception, no locks, no signal taken
         try:
             return items.popleft()
         except IndexError:
