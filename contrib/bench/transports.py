@@ -21,10 +21,14 @@ library's own included) over the messages it counted in the window, for the bare
 figure the run reports (client_us_per_msg) for the harness.
 
 With --fed, each consumer is measured again, bare loop and harness group alike, fed by the
-same harness producer paced at a fixed rate (a share of the case's slowest unthrottled rate):
-unthrottled, each consumer runs behind its own producer, and one behind a slower producer
-reads fewer messages per wake-up, each costing more; fed alike, the two consumers' CPU per
-message compares the same load.
+same harness producer paced at a fixed rate (a share of the case's slowest unthrottled rate,
+or --fed-rate): unthrottled, each consumer runs behind its own producer, and one behind a
+slower producer reads fewer messages per wake-up, each costing more; fed alike, the two
+consumers' CPU per message compare the same load. --fed-rate N feeds every case at N msg/s,
+so that two runs of the script (before and after a change) compare the same load; with
+--fed-only they skip the unthrottled rows. The harness's statistics interval is 0.5 s unless
+--sample-seconds says otherwise: ten times the interval work of its 5 s default, so its
+figures here are conservative.
 
 Then redis.Publisher with 2 processes beside redis-benchmark PUBLISH (2 connections, 64
 pipelined), http.Requestor beside a bare urllib3 loop (one kept-alive connection, a POST at a time)
@@ -66,6 +70,9 @@ FED_SHARE = 0.6  # the feed's rate: this share of the slowest unthrottled rate o
 
 
 # -- the harness side --------------------------------------------------------------------------
+SAMPLE = ["-ss", "0.5"]  # the harness's interval, set by --sample-seconds
+
+
 def harness(seconds: float, *groups: list[str], drain: float = 60.0
             ) -> dict[str, tuple[float, float]]:
     """Measured-phase rate of each group (sent for producers, received for consumers) and
@@ -73,7 +80,7 @@ def harness(seconds: float, *groups: list[str], drain: float = 60.0
     first, *others = groups
     # Consumers drain what is left, or the broker keeps it and holds the next producer back.
     command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(WARMUP),
-               "-rl", str(WARMUP + seconds), "-ss", "0.5", "--drain", str(drain)]
+               "-rl", str(WARMUP + seconds), *SAMPLE, "--drain", str(drain)]
     for group in others:
         command += ["-g", " ".join(group)]
     with tempfile.TemporaryDirectory() as out:
@@ -547,8 +554,23 @@ def main() -> None:
                         "starts with this, e.g. amqp (default: all)")
     parser.add_argument("--fed", action="store_true", help="also measure each consumer, bare "
                         "and harness, fed by the same harness producer at a fixed rate")
+    parser.add_argument("--fed-rate", type=int, metavar="N", help="feed every case's "
+                        "consumers at N msg/s (implies --fed; default: a share of the "
+                        "slowest unthrottled rate)")
+    parser.add_argument("--fed-only", action="store_true", help="with --fed-rate, only the "
+                        "fed rows")
+    parser.add_argument("--sample-seconds", type=float, default=0.5, metavar="S",
+                        help="the harness's statistics interval (-ss; default 0.5)")
     parser.add_argument("--loop", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fed_only and not args.fed_rate:
+        parser.error("--fed-only needs --fed-rate: the fed rate comes from the unthrottled rows")
+    if args.fed_rate is not None and args.fed_rate <= 0:
+        parser.error(f"--fed-rate must be a positive rate, not {args.fed_rate}")
+    if args.sample_seconds <= 0:
+        parser.error(f"--sample-seconds must be positive, not {args.sample_seconds:g}")
+    SAMPLE[1] = f"{args.sample_seconds:g}"
+    args.fed = args.fed or bool(args.fed_rate)
     if args.loop:
         kind, broker, destination, seconds, *warmup = args.loop
         bare_loop(kind, broker, destination, float(seconds), *map(float, warmup))
@@ -579,22 +601,28 @@ def main() -> None:
                           f"{send}-send", f"{send}-receive"))
     cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
-        bares, harnesses = compare(
-            repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
-            functools.partial(harness_case, seconds, producer, consumer, flags))
-        row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
-        row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
+        if not args.fed_only:
+            bares, harnesses = compare(
+                repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
+                functools.partial(harness_case, seconds, producer, consumer, flags))
+            row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
+            row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
         if not args.fed or send.startswith("mqtt"):  # QoS 0 drops: no common load
             continue
-        slowest = min(statistics.median(x[i][0] for x in sides)
-                      for sides in (bares, harnesses) for i in (0, 1))
-        rate = max(1000, int(slowest * FED_SHARE) // 1000 * 1000)
+        if args.fed_rate:
+            rate = args.fed_rate
+        else:
+            slowest = min(statistics.median(x[i][0] for x in sides)
+                          for sides in (bares, harnesses) for i in (0, 1))
+            rate = max(1000, int(slowest * FED_SHARE) // 1000 * 1000)
         fed = compare(repeat, functools.partial(fed_consumer, seconds, rate, producer,
                                                 consumer, flags, (kind, broker, send, receive)),
                       functools.partial(fed_consumer, seconds, rate, producer, consumer, flags,
                                         None))
         row(f"{consumer} ({broker}) fed {rate:,}/s", *fed)
 
+    if args.fed_only:
+        return
     if "redis".startswith(args.only[:5]):
         channel = f"bench.{uuid.uuid4().hex[:8]}"
 
