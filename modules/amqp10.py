@@ -159,6 +159,7 @@ class Amqp10Transport(DrivenTransport):
         self.timed = bool(settings.options.confirm)
         self.conn: Any = None
         self.senders: dict[str, Any] = {}
+        self.links: dict[Destination, Any] = {}  # each destination's sending link, at once
         self.receiver: Any = None
         self.reply_address: str | None = None
         self.arrivals = 0  # messages received: what a turn waits for
@@ -285,15 +286,21 @@ class Amqp10Transport(DrivenTransport):
     def send(self, destination: Destination, message: Message) -> None:
         if not self.connected:
             self._check()
-        link = self._sender(destination).link
+        link = self.links.get(destination)
+        if link is None:
+            link = self.links[destination] = self._sender(destination).link
         properties = {HEADER: header(message)}
         if message.properties:
             properties.update(message.properties)
-        out = proton.Message(body=bytes(message.body), properties=properties,
-                             correlation_id=message.correlation_id,
-                             reply_to=self._address(message.reply_to)
-                             if message.reply_to is not None else None,
-                             durable=message.persistent)
+        # Only the fields a message has: Proton's Message sets each keyword through a
+        # property of its own, a C call or two each.
+        out = proton.Message(bytes(message.body), properties=properties)
+        if message.correlation_id is not None:
+            out.correlation_id = message.correlation_id
+        if message.reply_to is not None:
+            out.reply_to = self._address(message.reply_to)
+        if message.persistent:
+            out.durable = True
         try:
             delivery = link.send(out)
         except (proton.ProtonException, OSError) as exc:
@@ -438,6 +445,7 @@ class Amqp10Transport(DrivenTransport):
         conn, self.conn = self.conn, None
         self.receiver = None
         self.senders.clear()
+        self.links.clear()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()

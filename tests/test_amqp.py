@@ -343,6 +343,37 @@ def test_amqp10_every_role_settled_and_presettled(harness, brokers):
         assert group["errors"] == 0 and group["lost"] == 0, name
 
 
+def test_amqp10_sends_carry_durability_correlation_and_reply_to_only_when_they_have_them(
+        harness, brokers):
+    import proton.utils
+    q, r = unique("amqp10.fields"), unique("amqp10.fieldsr")
+    done = harness("run", "-m", "amqp10.Sender", "-d", q, "-mg", "2", "-pp", "-ss", "1",
+                   "-g", f"-m amqp10.Sender -gn plain -d {q} -mg 2",
+                   "-g", f"-m amqp10.Requestor -d {r} -mg 2 --reply-timeout 0.5")
+    assert done.code == 0, done.stderr
+    connection = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
+    try:
+        seen: dict[str, list[tuple[bool, object, object]]] = {}
+        for name in (q, r):
+            receiver = connection.create_receiver(f"/queue/{name}", credit=10)
+            for _ in range(4 if name == q else 2):
+                message = receiver.receive(timeout=10)
+                producer = message.properties["harness"].split(",", 4)[4]
+                group = producer.split(":")[-3]  # run:host:group:process:thread
+                seen.setdefault(group, []).append(
+                    (message.durable, message.correlation_id, message.reply_to))
+                receiver.accept()
+    finally:
+        connection.close()
+    assert seen["sender"] == [(True, None, None)] * 2
+    assert seen["plain"] == [(False, None, None)] * 2
+    requests = seen["requestor"]
+    assert [durable for durable, _, _ in requests] == [False, False]
+    # Each request names its producer and number, and where to reply.
+    assert [str(c).rsplit(":", 1)[1] for _, c, _ in requests] == ["0", "1"]
+    assert all(reply for _, _, reply in requests)
+
+
 @pytest.mark.parametrize(("args", "flag", "words"), [
     (["-m", "amqp.Receiver", "-d", "q", "--selector", "a = 1"], "--selector",
      "headers exchange"),
