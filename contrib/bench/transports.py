@@ -25,10 +25,14 @@ same harness producer paced at a fixed rate (a share of the case's slowest unthr
 or --fed-rate): unthrottled, each consumer runs behind its own producer, and one behind a
 slower producer reads fewer messages per wake-up, each costing more; fed alike, the two
 consumers' CPU per message compare the same load. --fed-rate N feeds every case at N msg/s,
-so that two runs of the script (before and after a change) compare the same load; with
---fed-only they skip the unthrottled rows. The harness's statistics interval is 0.5 s unless
---sample-seconds says otherwise: ten times the interval work of its 5 s default, so its
-figures here are conservative.
+so that two runs of the script (before and after a change) compare the same load.
+
+With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
+group alike: each send when it is due, what is queued written out before the loop sleeps.
+At such rates a wake-up per message costs more than the message, for both.
+--no-unthrottled skips the unthrottled rows (and the native peers below). The harness's
+statistics interval is 0.5 s unless --sample-seconds says otherwise: ten times the interval
+work of its 5 s default, so its figures here are conservative.
 
 Then redis.Publisher with 2 processes beside redis-benchmark PUBLISH (2 connections, 64
 pipelined), http.Requestor beside a bare urllib3 loop (one kept-alive connection, a POST at a time)
@@ -52,6 +56,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,9 +179,11 @@ def proton_turn(conn, timeout: float) -> None:
         container.process()
 
 
-async def nats_send(destination: str, start: float, end: float, jetstream: bool) -> int:
+async def nats_send(destination: str, start: float, end: float, jetstream: bool,
+                    rate: float = 0.0) -> int:
     """nats-py's own fastest publishing: publish without waiting (core), or publish_async
-    with INFLIGHT acknowledgements outstanding (JetStream), in one coroutine."""
+    with INFLIGHT acknowledgements outstanding (JetStream), in one coroutine; paced at
+    `rate`, each when due (nats-py's flusher writes while the coroutine sleeps)."""
     import nats
     name = destination.partition(":")[2]
     nc = await nats.connect("nats://127.0.0.1:4222")
@@ -185,14 +192,20 @@ async def nats_send(destination: str, start: float, end: float, jetstream: bool)
         js = nc.jetstream(publish_async_max_pending=INFLIGHT)
         stream = "harness-" + name.replace(".", "_")
         await js.add_stream(name=stream, subjects=[name])
-        while (now := time.monotonic()) < end:
+    period, due = 1 / rate if rate else 0.0, time.monotonic()
+    while (now := time.monotonic()) < end:
+        if period:
+            if due > now:
+                await asyncio.sleep(due - now)
+            due += period
+        if jetstream:
             await js.publish_async(name, payload)  # waits while INFLIGHT are outstanding
-            count += now >= start
+        else:
+            await nc.publish(name, payload)
+        count += now >= start
+    if jetstream:
         await js.publish_async_completed()
     else:
-        while (now := time.monotonic()) < end:
-            await nc.publish(name, payload)
-            count += now >= start
         await nc.flush()
     await nc.close()
     return count
@@ -264,9 +277,98 @@ def redis_receive(destination: str, on_message, counted: list[int], end: float,
     client.delete(name)
 
 
+def produce(send: Callable[[], object], write_out: Callable[[], object], start: float,
+            end: float, rate: float) -> int:
+    """Send until end, counting the sends in the window from start. Unthrottled, what is
+    queued is written every 64 sends; paced at `rate`, each send is made when due and what is
+    queued is written before the loop sleeps, as the harness's producers do."""
+    period = 1 / rate if rate else 0.0
+    count = queued = 0
+    due = time.monotonic()
+    while (now := time.monotonic()) < end:
+        if period:
+            if due > now:
+                write_out()
+                queued = 0
+                time.sleep(due - now)
+            due += period
+        send()
+        count += now >= start
+        queued += 1
+        if queued == 64:
+            queued = 0
+            write_out()
+    write_out()
+    return count
+
+
+def bare_producer(kind: str, broker: str, destination: str
+                  ) -> tuple[Callable[[], object], Callable[[], object]]:
+    """(send one message, write out what is queued) of a bare producer, each its library's
+    fastest public API."""
+    if kind == "stomp-send":  # stomp.py writes each frame as it is sent
+        conn, headers = stomp_connection(broker), stomp_headers()
+        # Bound calls (partial), not lambdas: a Python frame less per message than a lambda.
+        return functools.partial(conn.send, destination, BODY, headers=headers), lambda: None
+    if kind == "http-request":  # a round trip at a time on one kept-alive connection
+        import urllib3
+        pool = urllib3.HTTPConnectionPool("127.0.0.1", 8090, maxsize=1, retries=False)
+        return functools.partial(pool.urlopen, "POST", destination, body=BODY,
+                                 preload_content=True), lambda: None
+    where, _, name = destination.partition(":")
+    if kind == "amqp-send":
+        import pika
+        conn, channel, turn = pika_driven()
+        if where == "queue":
+            pika_call(turn, lambda cb: channel.queue_declare(name, durable=True, callback=cb))
+        exchange = "" if where == "queue" else "amq.topic"
+
+        def write_pika() -> None:
+            turn(0)
+            while conn._transport.get_write_buffer_size():  # full: wait for room
+                turn(0.01)
+
+        return lambda: channel.basic_publish(exchange, name, BODY, pika.BasicProperties(
+            headers=amqp_headers())), write_pika
+    if kind == "amqp10-send":
+        import proton
+        import proton.reactor
+        import proton.utils
+        conn = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
+        link = conn.create_sender(AMQP10_PREFIX[where] + name,
+                                  options=proton.reactor.AtMostOnce()).link
+
+        def write_proton() -> None:
+            proton_turn(conn, 0)
+            while link.queued:  # no credit or a full socket: wait
+                proton_turn(conn, 0.01)
+
+        return lambda: link.send(proton.Message(body=BODY, properties=amqp_headers())), \
+            write_proton
+    if kind in ("redis-send", "redis-stream-send"):
+        import redis
+        pipe, payload = redis.Redis().pipeline(transaction=False), framed()
+        if where == "topic" and kind == "redis-send":
+            return functools.partial(pipe.publish, name, payload), pipe.execute
+        return functools.partial(pipe.xadd, name, {b"m": payload}), pipe.execute
+    if kind == "mqtt-send":
+        client, payload = mqtt_client(driven=True), framed()
+
+        def write_mqtt() -> None:
+            client.loop_write()
+            while client.want_write():  # the socket is full: wait for room
+                select.select([], [client.socket()], [], 0.01)
+                client.loop_write()
+            client.loop_read()
+
+        return functools.partial(client.publish, destination, payload, 0), write_mqtt
+    raise ValueError(f"no bare producer {kind}")
+
+
 def bare_loop(kind: str, broker: str, destination: str, seconds: float,
-              warmup: float = WARMUP) -> None:
-    """Run one bare producer or consumer; print what it counted in the window as JSON."""
+              warmup: float = WARMUP, rate: float = 0.0) -> None:
+    """Run one bare producer (paced at `rate` if set) or consumer; print what it counted in
+    the window as JSON."""
     start = time.monotonic() + warmup
     end = start + seconds
     count = 0
@@ -276,85 +378,10 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float,
         timer = threading.Timer(at - time.monotonic(), lambda: cpu.append(time.process_time()))
         timer.daemon = True
         timer.start()
-    if kind == "stomp-send":
-        conn, headers = stomp_connection(broker), stomp_headers()
-        while (now := time.monotonic()) < end:
-            conn.send(destination, BODY, headers=headers)
-            count += now >= start
-    elif kind == "amqp-send":
-        import pika
-        conn, channel, turn = pika_driven()
-        where, _, name = destination.partition(":")
-        if where == "queue":
-            pika_call(turn, lambda cb: channel.queue_declare(name, durable=True, callback=cb))
-        exchange = "" if where == "queue" else "amq.topic"
-        queued = 0
-        while (now := time.monotonic()) < end:
-            properties = pika.BasicProperties(headers=amqp_headers())
-            channel.basic_publish(exchange, name, BODY, properties)
-            count += now >= start
-            queued += 1
-            if queued == 64:
-                queued = 0
-                turn(0)
-                while conn._transport.get_write_buffer_size():  # full: wait for room
-                    turn(0.01)
-    elif kind == "amqp10-send":
-        import proton
-        import proton.reactor
-        import proton.utils
-        where, _, name = destination.partition(":")
-        conn = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
-        link = conn.create_sender(AMQP10_PREFIX[where] + name,
-                                  options=proton.reactor.AtMostOnce()).link
-        queued = 0
-        while (now := time.monotonic()) < end:
-            link.send(proton.Message(body=BODY, properties=amqp_headers()))
-            count += now >= start
-            queued += 1
-            if queued == 64:
-                queued = 0
-                proton_turn(conn, 0)
-                while link.queued:  # no credit or a full socket: wait
-                    proton_turn(conn, 0.01)
-    elif kind in ("nats-send", "natsjs-send"):
-        count = asyncio.run(nats_send(destination, start, end, kind == "natsjs-send"))
-    elif kind in ("redis-send", "redis-stream-send"):
-        import redis
-        client = redis.Redis()
-        where, _, name = destination.partition(":")
-        pipe, payload = client.pipeline(transaction=False), framed()
-        queued = 0
-        while (now := time.monotonic()) < end:
-            if where == "topic" and kind == "redis-send":
-                pipe.publish(name, payload)
-            else:
-                pipe.xadd(name, {b"m": payload})
-            count += now >= start
-            queued += 1
-            if queued == 64:
-                queued = 0
-                pipe.execute()
-    elif kind == "http-request":  # a round trip at a time on one kept-alive connection
-        import urllib3
-        pool = urllib3.HTTPConnectionPool("127.0.0.1", 8090, maxsize=1, retries=False)
-        while (now := time.monotonic()) < end:
-            pool.urlopen("POST", destination, body=BODY, preload_content=True)
-            count += now >= start
-    elif kind == "mqtt-send":
-        client, payload = mqtt_client(driven=True), framed()
-        queued = 0
-        while (now := time.monotonic()) < end:
-            client.publish(destination, payload, 0)
-            count += now >= start
-            queued += 1
-            if queued == 64:
-                queued = 0
-                client.loop_write()
-                while client.want_write():  # the socket is full: wait for room
-                    select.select([], [client.socket()], [], 0.01)
-                    client.loop_write()
-                client.loop_read()
+    if kind in ("nats-send", "natsjs-send"):
+        count = asyncio.run(nats_send(destination, start, end, kind == "natsjs-send", rate))
+    elif kind.endswith(("-send", "-request")):
+        count = produce(*bare_producer(kind, broker, destination), start, end, rate)
     else:
         counted = [0, 0]  # in the window, in all
 
@@ -435,17 +462,17 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float,
                       if count else 0.0}), flush=True)
 
 
-def bare(seconds: float, broker: str, destination: str, send: str,
-         receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(rate, CPU us per message) of the producer and of the consumer, bare loops in two
-    processes."""
-    def child(kind: str, dest: str) -> subprocess.Popen:
+def bare(seconds: float, broker: str, destination: str, send: str, receive: str,
+         rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(rate, CPU us per message) of the producer (paced at `rate` if set) and of the
+    consumer, bare loops in two processes."""
+    def child(kind: str, dest: str, *extra: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, dest,
-                                 str(seconds)], stdout=subprocess.PIPE, text=True)
+                                 str(seconds), *extra], stdout=subprocess.PIPE, text=True)
 
     consumer = child(receive, destination[1])
     time.sleep(0.5)  # subscribed before the producer starts
-    producer = child(send, destination[0])
+    producer = child(send, destination[0], *((str(WARMUP), str(rate)) if rate else ()))
     out = [json.loads(p.communicate(timeout=seconds + 60)[0]) for p in (producer, consumer)]
     return (out[0]["rate"], out[0]["us"]), (out[1]["rate"], out[1]["us"])
 
@@ -461,10 +488,10 @@ def bare_destination(kind: str, send: str, name: str) -> str:
         if send.startswith("stomp") else f"{kind}:{name}"
 
 
-def bare_case(seconds: float, kind: str, broker: str, send: str,
-              receive: str) -> tuple[tuple[float, float], tuple[float, float]]:
+def bare_case(seconds: float, kind: str, broker: str, send: str, receive: str,
+              rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     dest = bare_destination(kind, send, destination(send.startswith("mqtt")))
-    return bare(seconds, broker, (dest, dest), send, receive)
+    return bare(seconds, broker, (dest, dest), send, receive, rate)
 
 
 def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags: list[str],
@@ -499,12 +526,13 @@ def forget(name: str, flags: list[str]) -> None:
         asyncio.run(delete_stream("harness-" + name.replace(".", "_")))
 
 
-def harness_case(seconds: float, producer: str, consumer: str,
-                 flags: list[str]) -> tuple[tuple[float, float], tuple[float, float]]:
+def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
+                 rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
+    paced = ["-rt", f"{rate:g}"] if rate else []
     # At QoS 0 Mosquitto drops what the subscriber cannot take: the destination's balance
     # never closes, and a long drain would only wait it out.
-    rates = harness(seconds, ["-m", producer, "-d", name, *flags],
+    rates = harness(seconds, ["-m", producer, "-d", name, *paced, *flags],
                     ["-m", consumer, "-d", name, *flags],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
     forget(name, flags)
@@ -557,14 +585,20 @@ def main() -> None:
     parser.add_argument("--fed-rate", type=int, metavar="N", help="feed every case's "
                         "consumers at N msg/s (implies --fed; default: a share of the "
                         "slowest unthrottled rate)")
-    parser.add_argument("--fed-only", action="store_true", help="with --fed-rate, only the "
-                        "fed rows")
+    parser.add_argument("--no-unthrottled", action="store_true", help="skip the unthrottled "
+                        "rows (with --fed-rate or --paced-rate)")
+    parser.add_argument("--paced-rate", type=int, metavar="N", help="also measure each "
+                        "producer, bare and harness, sending at N msg/s (each send when due)")
     parser.add_argument("--sample-seconds", type=float, default=0.5, metavar="S",
                         help="the harness's statistics interval (-ss; default 0.5)")
     parser.add_argument("--loop", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.fed_only and not args.fed_rate:
-        parser.error("--fed-only needs --fed-rate: the fed rate comes from the unthrottled rows")
+    if args.no_unthrottled and not (args.fed_rate or args.paced_rate):
+        parser.error("--no-unthrottled needs --fed-rate or --paced-rate: without them there "
+                     "is nothing else to measure, and --fed takes its rate from the "
+                     "unthrottled rows")
+    if args.paced_rate is not None and args.paced_rate <= 0:
+        parser.error(f"--paced-rate must be a positive rate, not {args.paced_rate}")
     if args.fed_rate is not None and args.fed_rate <= 0:
         parser.error(f"--fed-rate must be a positive rate, not {args.fed_rate}")
     if args.sample_seconds <= 0:
@@ -601,12 +635,19 @@ def main() -> None:
                           f"{send}-send", f"{send}-receive"))
     cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
-        if not args.fed_only:
+        if not args.no_unthrottled:
             bares, harnesses = compare(
                 repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
                 functools.partial(harness_case, seconds, producer, consumer, flags))
             row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
             row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
+        if args.paced_rate:
+            paced = compare(repeat, functools.partial(bare_case, seconds, kind, broker, send,
+                                                      receive, args.paced_rate),
+                            functools.partial(harness_case, seconds, producer, consumer, flags,
+                                              args.paced_rate))
+            row(f"{producer} ({broker}) paced {args.paced_rate:,}/s", *(
+                [x[0] for x in side] for side in paced))
         if not args.fed or send.startswith("mqtt"):  # QoS 0 drops: no common load
             continue
         if args.fed_rate:
@@ -621,7 +662,7 @@ def main() -> None:
                                         None))
         row(f"{consumer} ({broker}) fed {rate:,}/s", *fed)
 
-    if args.fed_only:
+    if args.no_unthrottled:
         return
     if "redis".startswith(args.only[:5]):
         channel = f"bench.{uuid.uuid4().hex[:8]}"
