@@ -182,8 +182,10 @@ def proton_turn(conn, timeout: float) -> None:
 async def nats_send(destination: str, start: float, end: float, jetstream: bool,
                     rate: float = 0.0) -> int:
     """nats-py's own fastest publishing: publish without waiting (core), or publish_async
-    with INFLIGHT acknowledgements outstanding (JetStream), in one coroutine; paced at
-    `rate`, each when due (nats-py's flusher writes while the coroutine sleeps)."""
+    with INFLIGHT acknowledgements outstanding (JetStream), in one coroutine. Paced at
+    `rate`, each is sent when due: the loop turns once (nats-py's flusher writes what is
+    queued), then the thread sleeps, as the harness's do. An asyncio sleep would wake late:
+    the loop waits on epoll, whose timeout is rounded up to a whole millisecond."""
     import nats
     name = destination.partition(":")[2]
     nc = await nats.connect("nats://127.0.0.1:4222")
@@ -196,7 +198,8 @@ async def nats_send(destination: str, start: float, end: float, jetstream: bool,
     while (now := time.monotonic()) < end:
         if period:
             if due > now:
-                await asyncio.sleep(due - now)
+                await asyncio.sleep(0)
+                time.sleep(max(due - time.monotonic(), 0))
             due += period
         if jetstream:
             await js.publish_async(name, payload)  # waits while INFLIGHT are outstanding
