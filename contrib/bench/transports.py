@@ -89,7 +89,11 @@ def harness(seconds: float, *groups: list[str], drain: float = 60.0
     for group in others:
         command += ["-g", " ".join(group)]
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([*command, "-o", out], check=True, capture_output=True, cwd=ROOT)
+        done = subprocess.run([*command, "-o", out], capture_output=True, text=True, cwd=ROOT)
+        if done.returncode:
+            # A bench row from a run that failed would mislead: stop, saying why.
+            sys.exit(f"bench: a harness run exited {done.returncode}: {' '.join(command)}\n"
+                     f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
         (run_dir,) = Path(out).iterdir()
         summary = json.loads((run_dir / "summary.json").read_text())
     return {name: (g["rate"], g["client_us_per_msg"] or 0.0)
