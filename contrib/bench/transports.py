@@ -297,7 +297,7 @@ def produce(send: Callable[[], object], write_out: Callable[[], object], start: 
             if due > now:
                 write_out()
                 queued = 0
-                time.sleep(due - now)
+                time.sleep(max(due - time.monotonic(), 0))
             due += period
         send()
         count += now >= start
