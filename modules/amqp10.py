@@ -158,8 +158,9 @@ class Amqp10Transport(DrivenTransport):
         self.window = settings.options.confirm or 1
         self.timed = bool(settings.options.confirm)
         self.conn: Any = None
-        self.senders: dict[str, Any] = {}
-        self.links: dict[Destination, Any] = {}  # each destination's sending link, at once
+        # Each destination's sender, found at once on every send (its address is worked out
+        # once, when the link is opened).
+        self.senders: dict[Destination, Any] = {}
         self.receiver: Any = None
         self.reply_address: str | None = None
         self.arrivals = 0  # messages received: what a turn waits for
@@ -251,9 +252,9 @@ class Amqp10Transport(DrivenTransport):
         return options
 
     def _sender(self, destination: Destination) -> Any:
-        address = self._address(destination)
-        sender = self.senders.get(address)
+        sender = self.senders.get(destination)
         if sender is None:
+            address = self._address(destination)
             conn = self.conn
             try:
                 link = conn.container.create_sender(
@@ -271,7 +272,7 @@ class Amqp10Transport(DrivenTransport):
                 if self._ended() is not None:
                     self._lost(exc)  # the receiver went with the session: connect again
                 raise TransportError(f"cannot send to {address}: {_reason(exc)}") from None
-            self.senders[address] = sender
+            self.senders[destination] = sender
         return sender
 
     def _ended(self) -> str | None:
@@ -286,9 +287,7 @@ class Amqp10Transport(DrivenTransport):
     def send(self, destination: Destination, message: Message) -> None:
         if not self.connected:
             self._check()
-        link = self.links.get(destination)
-        if link is None:
-            link = self.links[destination] = self._sender(destination).link
+        link = self._sender(destination).link
         properties = {HEADER: header(message)}
         if message.properties:
             properties.update(message.properties)
@@ -445,7 +444,6 @@ class Amqp10Transport(DrivenTransport):
         conn, self.conn = self.conn, None
         self.receiver = None
         self.senders.clear()
-        self.links.clear()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
