@@ -68,28 +68,38 @@ def from_header(text: str | None) -> tuple[int, int, int, int | None, str]:
 # destination and correlation id, each preceded by its length.
 PREFIX = struct.Struct("!2sBBqqqIHHH")
 MAGIC = b"HN"
+_pack, _unpack, _SIZE = PREFIX.pack, PREFIX.unpack_from, PREFIX.size
+# Bodies longer than this are handed on as views of the payload, not copies.
+VIEW_FROM = 8192
 
 
 def frame(message: Message, reply: str = "", correlation: str = "") -> bytes:
     producer = message.producer.encode()
-    reply_bytes = reply.encode()
-    corr = correlation.encode()
+    reply_bytes = reply.encode() if reply else b""
+    corr = correlation.encode() if correlation else b""
     crc = message.crc
-    return b"".join((PREFIX.pack(MAGIC, 1, crc is not None, message.seq, message.ts,
-                                 message.sent, crc or 0, len(producer), len(reply_bytes),
-                                 len(corr)),
+    return b"".join((_pack(MAGIC, 1, crc is not None, message.seq, message.ts, message.sent,
+                           crc or 0, len(producer), len(reply_bytes), len(corr)),
                      producer, reply_bytes, corr, message.body))
 
 
 def unframe(payload: bytes) -> tuple[Message, str, str]:
     """(message, reply destination name, correlation id) from a framed payload; a payload
     without the frame (from another client) gets seq -1."""
-    if payload[:2] != MAGIC or len(payload) < PREFIX.size:
+    if len(payload) < _SIZE:
         return Message(payload, "", -1, 0, 0), "", ""
-    _, _, flags, seq, ts, sent, crc, lp, lr, lc = PREFIX.unpack_from(payload)
-    at = PREFIX.size
-    producer = payload[at:at + lp].decode()
-    reply = payload[at + lp:at + lp + lr].decode()
-    corr = payload[at + lp + lr:at + lp + lr + lc].decode()
-    body = memoryview(payload)[at + lp + lr + lc:]
+    magic, _, flags, seq, ts, sent, crc, lp, lr, lc = _unpack(payload)
+    if magic != MAGIC:
+        return Message(payload, "", -1, 0, 0), "", ""
+    at = _SIZE + lp
+    producer = payload[_SIZE:at].decode()
+    if lr or lc:
+        reply = payload[at:at + lr].decode()
+        at += lr
+        corr = payload[at:at + lc].decode()
+        at += lc
+    else:
+        reply = corr = ""
+    # A small body is copied (cheaper than a view's two objects); a large one is viewed.
+    body = payload[at:] if len(payload) - at <= VIEW_FROM else memoryview(payload)[at:]
     return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, corr

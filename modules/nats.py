@@ -201,8 +201,11 @@ class NatsTransport(DrivenTransport):
         if self.to_ack:
             acks, self.to_ack = self.to_ack, []
             for raw in acks:
-                with contextlib.suppress(nats.errors.Error):
+                # Not contextlib.suppress: a context manager a message costs 0.3 us.
+                try:  # noqa: SIM105
                     await raw.ack()
+                except nats.errors.Error:
+                    pass  # a lost connection: the server delivers the message again
         if not self.queued:
             return
         queued, self.queued = self.queued, []
@@ -444,14 +447,17 @@ class NatsTransport(DrivenTransport):
             self.to_ack.append(raw)
         if self.queued or self.to_ack:
             await self._pump()
-        self._wake_receive()
+        if self.sink is None:
+            self._wake_receive()
 
     async def _on_measured(self, raw: Any) -> None:
         """A core subscription's message where nothing is sent back (no reply, no ack)."""
         self.arrived(raw)
-        self._wake_receive()
+        if self.sink is None:
+            self._wake_receive()
 
     def _wake_receive(self) -> None:
+        """A message went into the inbox (none is measured on the loop): receive() waits."""
         waiter = self.waiter
         if waiter is not None and len(self.inbox):
             _wake(waiter)

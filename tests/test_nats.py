@@ -86,6 +86,20 @@ def test_core_nats_every_role_queue_groups_wildcards_and_request_reply(harness, 
     assert delivery[f"nats:topic:{t}.a"]["expected"] == 600
 
 
+@pytest.mark.parametrize("size", ["200", "64k"])
+def test_bodies_small_and_large_arrive_whole_behind_the_prefix(harness, brokers, size):
+    # The prefix's reader copies a small body and hands a large one on as a view of the
+    # payload: either way every byte is checked (--crc 1) and counted.
+    t = unique("nats.body")
+    done = harness("run", "-m", "nats.Publisher", "-d", t, "-ms", size, "-mg", "300",
+                   "-rt", "600", "-ss", "1",
+                   "-g", f"-m nats.Subscriber -d {t} --crc 1")
+    assert done.code == 0, done.stderr
+    subscriber = done.summary["groups"]["subscriber"]
+    assert subscriber["received"] == 300 and subscriber["corrupt"] == 0
+    assert subscriber["bytes"] == 300 * {"200": 200, "64k": 65536}[size]
+
+
 def test_core_nats_drops_for_a_slow_consumer_and_the_loss_is_counted_exactly(harness,
                                                                             brokers):
     t = unique("nats.slow")

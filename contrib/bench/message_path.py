@@ -12,6 +12,17 @@ consume() (latency and service recorded, sequence checked). The bare side makes 
 transport calls with nothing else. CPU time per message, best of 5; garbage collection off
 on both sides, so that what is compared is the code on the path (the run's own handling of
 collections is measured by a run, not here).
+
+The floor rows are a lower bound for any harness written in Python: the least the
+measurement definitions ask of a message, inline in one loop with every name local (no role,
+no transport, no Message object, one producer, no counters). A producer reads the clock, stamps
+its sequence number and send time into the message (the prefix of the transports without
+headers) and records the send's service time after reading the clock again; a consumer reads
+the three fields back, reads the clock, records latency and service time and checks the
+sequence number. What the floor adds over a loop that passes a ready-made payload along is
+what no Python harness can shed; set beside a client library's own cost per message (the
+bare loops of transports.py), it says where a target of 0.90 of the bare loop's efficiency
+(a tenth of the library's cost, at most, for the harness) cannot be met.
 """
 
 from __future__ import annotations
@@ -19,13 +30,14 @@ from __future__ import annotations
 import argparse
 import gc
 import time
+from array import array
 from collections import deque
 
 from harness.transports.loopback import LoopbackTransport, reset_broker
-from harness.transports.message import Message
+from harness.transports.message import MAGIC, PREFIX, Message
 from loopback import bare_pair  # this directory's loopback.py
 
-from harness.clock import now_ns
+from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import Receiver, Sender
 from harness.engine.worker import Control, WorkerSetup
 from harness.spec.group import group_spec
@@ -83,6 +95,49 @@ def bare_paths(n: int) -> tuple[float, float]:
     return (produced - before) / n * 1e9, (consumed - produced) / n * 1e9
 
 
+def floor_paths(n: int) -> tuple[float, float]:
+    """(producer, consumer) CPU ns per message that the least measurement adds to passing a
+    ready-made payload along."""
+    pack, unpack_from, clock, offset = PREFIX.pack, PREFIX.unpack_from, now_ns, EPOCH_OFFSET_NS
+    producer = b"run:sender-0-0"
+    size, tail = len(producer), producer + BODY
+    ready = pack(MAGIC, 1, 0, 0, 0, 0, 0, size, 0, 0) + tail
+    payloads: list[bytes] = []
+    keep = payloads.append
+    before = time.process_time()
+    for _ in range(n):
+        keep(ready)
+    passed = time.process_time() - before
+    payloads.clear()
+    service = array("q")
+    record = service.append
+    before = time.process_time()
+    for seq in range(n):
+        now = clock()
+        keep(pack(MAGIC, 1, 0, seq, now + offset, now + offset, 0, size, 0, 0) + tail)
+        record((clock() - now) // 1000)
+    stamped = time.process_time() - before
+    before = time.process_time()
+    for _ in payloads:
+        pass
+    taken = time.process_time() - before
+    latencies, services = array("q"), array("q")
+    latency, service_time = latencies.append, services.append
+    expected = gaps = 0
+    before = time.process_time()
+    for payload in payloads:
+        _, _, _, seq, intended, sent, _, _, _, _ = unpack_from(payload)
+        now = clock() + offset
+        latency((now - intended) // 1000)
+        service_time((now - sent) // 1000)
+        if seq == expected:
+            expected = seq + 1
+        else:
+            gaps += 1
+    measured = time.process_time() - before
+    return (stamped - passed) / n * 1e9, (measured - taken) / n * 1e9
+
+
 def best(measure) -> tuple[float, float]:
     runs = [measure() for _ in range(5)]
     return min(r[0] for r in runs), min(r[1] for r in runs)
@@ -98,6 +153,7 @@ def main() -> None:
     gc.disable()
     bare_p, bare_c = best(lambda: bare_paths(args.messages))
     harness_p, harness_c = best(lambda: harness_paths(args.messages, args.rate))
+    floor_p, floor_c = best(lambda: floor_paths(args.messages))
     print(f"{args.messages:,} messages, 256-byte bodies, CPU ns per message on one thread, "
           f"best of 5" + (f", sender paced at {args.rate:,.0f} msg/s" if args.rate else ""))
     print(f"producer : bare {bare_p:6.0f}  harness {harness_p:6.0f}  harness adds "
@@ -106,6 +162,8 @@ def main() -> None:
           f"{harness_c - bare_c:5.0f}")
     print(f"both     : bare {bare_p + bare_c:6.0f}  harness {harness_p + harness_c:6.0f}  "
           f"harness / bare {(harness_p + harness_c) / (bare_p + bare_c):.2f}")
+    print(f"floor    : the least measurement adds {floor_p:5.0f} to a producer, {floor_c:5.0f} "
+          "to a consumer")
 
 
 if __name__ == "__main__":
