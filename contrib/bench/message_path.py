@@ -13,16 +13,16 @@ transport calls with nothing else. CPU time per message, best of 5; garbage coll
 on both sides, so that what is compared is the code on the path (the run's own handling of
 collections is measured by a run, not here).
 
-The floor rows are a lower bound for any harness written in Python: the least the
-measurement definitions ask of a message, inline in one loop with every name local (no role,
-no transport, no Message object, one producer, no counters). A producer reads the clock, stamps
-its sequence number and send time into the message (the prefix of the transports without
-headers) and records the send's service time after reading the clock again; a consumer reads
-the three fields back, reads the clock, records latency and service time and checks the
-sequence number. What the floor adds over a loop that passes a ready-made payload along is
-what no Python harness can shed; set beside a client library's own cost per message (the
-bare loops of transports.py), it says where a target of 0.90 of the bare loop's efficiency
-(a tenth of the library's cost, at most, for the harness) cannot be met.
+The floor line is a lower bound for any harness that measures every message in CPython:
+the least the measurement definitions ask of a message, inline in one loop with every name
+local (no role, no transport, no Message object, one producer, no counters). A producer reads
+the clock, stamps its sequence number and send time into the message (the prefix of the
+transports without headers) and records the send's service time after reading the clock
+again; a consumer reads the three fields back, reads the clock, records latency and service
+time and checks the sequence number. What the floor adds over a loop that passes a ready-made
+payload along is what no such harness can shed; set beside a client library's own cost per
+message (the bare loops of transports.py), it says where a target of 0.90 of the bare loop's
+efficiency (a tenth of the library's cost, at most, for the harness) cannot be met.
 """
 
 from __future__ import annotations
