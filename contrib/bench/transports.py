@@ -18,7 +18,10 @@ harness does: its loop driven from the publishing thread (loop_write every 64 pu
 
 Beside each rate, client CPU per message: the process's CPU time (every thread, the client
 library's own included) over the messages it counted in the window, for the bare loop; the
-figure the run reports (client_us_per_msg) for the harness.
+figure the run reports (client_us_per_msg) for the harness. Last on each such row, "best":
+the bare loop's cost plus the floor of message_path.py (the least a harness that times every
+message in CPython must add, producer or consumer, measured once at the start), over the bare
+loop's cost: no such harness can show a lower ratio on that row.
 
 With --fed, each consumer is measured again, bare loop and harness group alike, fed by the
 same harness producer paced at a fixed rate (a share of the case's slowest unthrottled rate,
@@ -46,6 +49,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import select
 import socket
@@ -76,6 +80,8 @@ FED_SHARE = 0.6  # the feed's rate: this share of the slowest unthrottled rate o
 
 # -- the harness side --------------------------------------------------------------------------
 SAMPLE = ["-ss", "0.5"]  # the harness's interval, set by --sample-seconds
+# (producer, consumer) us a message: message_path.py's floor, measured once by main()
+FLOOR = [0.0, 0.0]
 
 
 def harness(seconds: float, *groups: list[str], drain: float = 60.0
@@ -555,9 +561,9 @@ async def delete_stream(name: str) -> None:
 
 
 def row(name: str, bares: list[tuple[float, float]],
-        harnesses: list[tuple[float, float]] | list[float]) -> None:
+        harnesses: list[tuple[float, float]] | list[float], floor_us: float = 0.0) -> None:
     """Medians of the alternating repeats, the spread of the rate ratios and, where both
-    sides have it, client CPU per message."""
+    sides have it, client CPU per message, with the best ratio the floor allows."""
     costs = all(isinstance(x, tuple) for x in [*bares, *harnesses])
     bare_rates = [x[0] if isinstance(x, tuple) else x for x in bares]
     harness_rates = [x[0] if isinstance(x, tuple) else x for x in harnesses]
@@ -569,6 +575,8 @@ def row(name: str, bares: list[tuple[float, float]],
         bu = statistics.median(x[1] for x in bares)  # type: ignore[index]
         hu = statistics.median(x[1] for x in harnesses)  # type: ignore[index]
         line += f"   cpu/msg bare {bu:6.1f} us  harness {hu:6.1f} us  ratio {hu / bu:5.2f}"
+        if floor_us:
+            line += f"  best {(bu + floor_us) / bu:4.2f}"
     print(line, flush=True)
 
 
@@ -619,6 +627,13 @@ def main() -> None:
     seconds, repeat = args.seconds, args.repeat
     print(f"256-byte messages, producer and consumer in separate processes, {seconds:g} s "
           f"measured after {WARMUP:g} s warm-up; medians of {repeat} alternating runs")
+    # Here, not at the top: the bare loops, this script's children, import no harness code.
+    from message_path import best, floor_paths  # this directory's message_path.py
+    gc.disable()  # as message_path.py measures it
+    FLOOR[:] = [ns / 1000 for ns in best(lambda: floor_paths(300_000))]
+    gc.enable()
+    print(f"floor (message_path.py): {FLOOR[0]:.2f} us a message for a producer, "
+          f"{FLOOR[1]:.2f} for a consumer; best = (bare + floor) / bare")
     cases = [(f"stomp.{p}", f"stomp.{c}", kind, broker, flags, "stomp-send", "stomp-receive")
              for broker, flags in STOMP.items()
              for p, c, kind in (("Sender", "Receiver", "queue"),
@@ -646,15 +661,17 @@ def main() -> None:
             bares, harnesses = compare(
                 repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
                 functools.partial(harness_case, seconds, producer, consumer, flags))
-            row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses])
-            row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses])
+            row(f"{producer} ({broker})", [b[0] for b in bares], [h[0] for h in harnesses],
+                FLOOR[0])
+            row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses],
+                FLOOR[1])
         if args.paced_rate:
             paced = compare(repeat, functools.partial(bare_case, seconds, kind, broker, send,
                                                       receive, args.paced_rate),
                             functools.partial(harness_case, seconds, producer, consumer, flags,
                                               args.paced_rate))
             row(f"{producer} ({broker}) paced {args.paced_rate:,}/s", *(
-                [x[0] for x in side] for side in paced))
+                [x[0] for x in side] for side in paced), FLOOR[0])
         if not args.fed or send.startswith("mqtt"):  # QoS 0 drops: no common load
             continue
         if args.fed_rate:
@@ -667,7 +684,7 @@ def main() -> None:
                                                 consumer, flags, (kind, broker, send, receive)),
                       functools.partial(fed_consumer, seconds, rate, producer, consumer, flags,
                                         None))
-        row(f"{consumer} ({broker}) fed {rate:,}/s", *fed)
+        row(f"{consumer} ({broker}) fed {rate:,}/s", *fed, FLOOR[1])
 
     if args.no_unthrottled:
         return
@@ -702,7 +719,7 @@ def main() -> None:
                                      "http://127.0.0.1:8090/"])["requestor"]
 
         bares, ours = compare(repeat, one_bare_http, one_http)
-        row("http.Requestor (nginx)", bares, ours)
+        row("http.Requestor (nginx)", bares, ours, FLOOR[0])  # it sends, as a producer
     if not "mqtt".startswith(args.only[:4]):
         return
     topic = f"bench/{uuid.uuid4().hex[:8]}"
