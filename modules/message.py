@@ -86,20 +86,20 @@ def frame(message: Message, reply: str = "", correlation: str = "") -> bytes:
 def unframe(payload: bytes) -> tuple[Message, str, str]:
     """(message, reply destination name, correlation id) from a framed payload; a payload
     without the frame (from another client) gets seq -1."""
-    if len(payload) < _SIZE:
-        return Message(payload, "", -1, 0, 0), "", ""
-    magic, _, flags, seq, ts, sent, crc, lp, lr, lc = _unpack(payload)
-    if magic != MAGIC:
-        return Message(payload, "", -1, 0, 0), "", ""
-    at = _SIZE + lp
-    producer = payload[_SIZE:at].decode()
-    if lr or lc:
-        reply = payload[at:at + lr].decode()
-        at += lr
-        corr = payload[at:at + lc].decode()
-        at += lc
-    else:
-        reply = corr = ""
-    # A small body is copied (cheaper than a view's two objects); a large one is viewed.
-    body = payload[at:] if len(payload) - at <= VIEW_FROM else memoryview(payload)[at:]
-    return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, corr
+    if len(payload) >= _SIZE:
+        magic, _, flags, seq, ts, sent, crc, lp, lr, lc = _unpack(payload)
+        if magic == MAGIC:
+            at = _SIZE + lp
+            producer = payload[_SIZE:at].decode()
+            if lr or lc:
+                reply = payload[at:at + lr].decode()
+                at += lr
+                corr = payload[at:at + lc].decode()
+                at += lc
+            else:
+                reply = corr = ""
+            # A small body is copied (cheaper than a view's two objects); a large one viewed.
+            body = payload[at:] if len(payload) - at <= VIEW_FROM else memoryview(payload)[at:]
+            return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, \
+                corr
+    return Message(payload, "", -1, 0, 0), "", ""
