@@ -83,23 +83,23 @@ def frame(message: Message, reply: str = "", correlation: str = "") -> bytes:
                      producer, reply_bytes, corr, message.body))
 
 
-def unframe(payload: bytes) -> tuple[Message, str, str]:
-    """(message, reply destination name, correlation id) from a framed payload; a payload
-    without the frame (from another client) gets seq -1."""
+def unframe(payload: bytes, reply_kind: str = "queue", handle: Any = None) -> Message:
+    """The message in a framed payload, with its reply destination (a reply_kind) and
+    correlation id; a payload without the frame (from another client) gets seq -1."""
     if len(payload) >= _SIZE:
         magic, _, flags, seq, ts, sent, crc, lp, lr, lc = _unpack(payload)
         if magic == MAGIC:
             at = _SIZE + lp
             producer = payload[_SIZE:at].decode()
-            if lr or lc:
-                reply = payload[at:at + lr].decode()
+            reply_to = corr = None
+            if lr:
+                reply_to = Destination(reply_kind, payload[at:at + lr].decode())
                 at += lr
+            if lc:
                 corr = payload[at:at + lc].decode()
                 at += lc
-            else:
-                reply = corr = ""
             # A small body is copied (cheaper than a view's two objects); a large one viewed.
             body = payload[at:] if len(payload) - at <= VIEW_FROM else memoryview(payload)[at:]
-            return Message(body, producer, seq, ts, sent, crc if flags & 1 else None), reply, \
-                corr
-    return Message(payload, "", -1, 0, 0), "", ""
+            return Message(body, producer, seq, ts, sent, crc if flags & 1 else None, None,
+                           corr, reply_to, False, handle)
+    return Message(payload, "", -1, 0, 0, None, None, None, None, False, handle)

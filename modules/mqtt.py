@@ -321,15 +321,15 @@ class MqttTransport(NetworkTransport):
         return self.take(timeout)
 
     def message(self, raw: Any) -> Message:
-        message, reply, correlation = unframe(raw.payload)
+        message = unframe(raw.payload, "topic")
         if self.v5 and raw.properties is not None:
-            reply = getattr(raw.properties, "ResponseTopic", reply) or reply
+            # MQTT 5's own fields, where the sender set them, over the prefix's.
+            reply = getattr(raw.properties, "ResponseTopic", None)
+            if reply:
+                message.reply_to = Destination("topic", reply)
             data = getattr(raw.properties, "CorrelationData", None)
             if data:
-                correlation = data.decode()
-        if reply:
-            message.reply_to = Destination("topic", reply)
-        message.correlation_id = correlation or None
+                message.correlation_id = data.decode()
         return message
 
     def temporary_queue(self) -> Destination:

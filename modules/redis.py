@@ -249,12 +249,7 @@ class RedisTransport(Reconnecting, Transport):
             if not self.buffer:
                 return None
         entry_id, payload = self.buffer.popleft()
-        message, reply, correlation = unframe(payload)
-        if reply:
-            message.reply_to = Destination("queue", reply)
-        message.correlation_id = correlation or None
-        message.handle = entry_id
-        return message
+        return unframe(payload, "queue", entry_id)
 
     def _pubsub_message(self, timeout: float) -> Message | None:
         try:
@@ -267,7 +262,7 @@ class RedisTransport(Reconnecting, Transport):
             raise self._lost(exc) from None
         if raw is None:
             return None
-        return unframe(raw["data"])[0]
+        return unframe(raw["data"])
 
     def _read(self, timeout: float) -> None:
         name = self.subscription.name if self.subscription is not None else ""

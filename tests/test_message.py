@@ -1,0 +1,37 @@
+"""The payload prefix that carries the harness's fields where a protocol has no headers
+(MQTT 3.1.1, Redis, NATS): every field back as it was sent."""
+
+import zlib
+
+import pytest
+from harness.transports.message import VIEW_FROM, Destination, Message, frame, unframe
+
+
+@pytest.mark.parametrize("size", [0, 256, VIEW_FROM, VIEW_FROM + 1, 100_000])
+@pytest.mark.parametrize(("reply", "correlation"), [("", ""), ("replies.7", ""),
+                                                    ("", "c-42"), ("inbox.x", "run:p-0-0:9")])
+def test_every_field_comes_back_from_the_prefix(size, reply, correlation):
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    sent = Message(body, "run:publisher-1-0", 123456, 1_764_000_000_123_456_789,
+                   1_764_000_000_223_456_789, zlib.crc32(body))
+    message = unframe(frame(sent, reply, correlation), "topic", ("handle", 5))
+    assert bytes(message.body) == body
+    # A large body is handed on without a copy.
+    assert isinstance(message.body, memoryview) == (size > VIEW_FROM)
+    assert (message.producer, message.seq, message.ts, message.sent, message.crc) == \
+        (sent.producer, sent.seq, sent.ts, sent.sent, sent.crc)
+    assert message.reply_to == (Destination("topic", reply) if reply else None)
+    assert message.correlation_id == (correlation or None)
+    assert message.handle == ("handle", 5)
+
+
+def test_a_message_without_a_crc_has_none():
+    message = unframe(frame(Message(b"abc", "p", 0, 1, 2)))
+    assert message.crc is None and bytes(message.body) == b"abc"
+
+
+@pytest.mark.parametrize("payload", [b"", b"short", b"XY" + bytes(100)])
+def test_a_payload_from_another_client_is_foreign_and_whole(payload):
+    message = unframe(payload, "queue", 7)
+    assert message.seq == -1 and message.producer == "" and message.body == payload
+    assert message.handle == 7 and message.reply_to is None
