@@ -162,6 +162,9 @@ class NatsTransport(DrivenTransport):
         self.queued: list[tuple[str, bytes, str, dict[str, str] | None, int, int]] = []
         self.to_ack: list[Any] = []
         self.acks_on_arrival = False  # JetStream with --ack auto
+        # An ack subject's start up to a first delivery's count; none begins with NUL, so the
+        # first message sets it.
+        self.first_delivery = "\0"
         self.waiter: asyncio.Future[None] | None = None
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
@@ -484,9 +487,22 @@ class NatsTransport(DrivenTransport):
         if self.js is None:
             if reply:
                 message.reply_to = Destination("queue", reply)
-        elif redelivery(reply):
-            self.feedback.redelivery()  # the server's second try: its consumer gave up
+        elif not reply.startswith(self.first_delivery):
+            self._delivered_before(reply)
         return message
+
+    def _delivered_before(self, reply: str) -> None:
+        """Count a JetStream message the server delivered before (another consumer gave up on
+        it), from its ack subject: $JS.ACK.<stream>.<consumer>.<deliveries>.<...> or, with a
+        domain, $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<deliveries>.<...>. Called where
+        the subject does not begin as first_delivery, which it then becomes for this
+        consumer: one startswith a message, not a split of the subject (nats-py's
+        Msg.metadata parses every field, about 6 us)."""
+        tokens = reply.split(".")
+        at = 4 if len(tokens) == 9 else 6
+        self.first_delivery = ".".join(tokens[:at]) + ".1."
+        if tokens[at] != "1":
+            self.feedback.redelivery()
 
     def acknowledges(self) -> bool:
         return self.js is not None and self.o.ack != "auto"
@@ -527,15 +543,6 @@ class NatsTransport(DrivenTransport):
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
-
-
-def redelivery(reply: str) -> bool:
-    """Whether a JetStream message was delivered before, from its ack subject
-    ($JS.ACK.<stream>.<consumer>.<deliveries>.<...> or, with a domain,
-    $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<deliveries>.<...>): nats-py's Msg.metadata
-    parses every field, about 6 us a message."""
-    tokens = reply.split(".")
-    return (tokens[4] if len(tokens) == 9 else tokens[6]) != "1"
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

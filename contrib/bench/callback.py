@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""What the harness's JetStream subscription callback costs beside a bare one, on one thread:
+both are fed the same messages (256-byte bodies behind the harness's prefix, built before
+the clock starts) on one nats-py connection's event loop, and each acknowledges every message
+with nats-py's `msg.ack()`. Prints CPU ns a message, best of 5; asserts nothing.
+
+    .venv/bin/python contrib/bench/callback.py [--messages 100000] [--role Subscriber]
+
+The harness side is a real nats.Receiver or nats.Subscriber worker subscribed through
+JetStream (nats-server on 127.0.0.1:4222), whose transport's callback reads the prefix,
+builds the Message and measures it in place; the bare side counts the message and reads the
+clock. No thread switches and no socket reads are in either figure: what a consumer costs in
+a run, where nats-py's reading and parsing come first, is transports.py's to measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections import deque
+
+from harness.transports.message import Message, frame
+from harness.transports.nats import NatsTransport, stream_name
+from nats.aio.msg import Msg
+
+from harness.clock import now_ns
+from harness.engine.roles import Receiver, Subscriber
+from harness.engine.worker import Control, WorkerSetup
+from harness.spec.group import group_spec
+from harness.spec.run import RunSpec, assign_group_names
+from harness.stats.timeline import Timeline
+
+SUBJECT = "bench.callback"
+
+
+def consumer(role: str) -> Receiver | Subscriber:
+    group = group_spec({"module": f"nats.{role}", "destination": SUBJECT, "jetstream": True})
+    assign_group_names([group])
+    run = RunSpec(groups=[group], interval=1.0)
+    start = now_ns()
+    control = Control(Timeline.of(run, start), 10**9)
+    transport = NatsTransport(group.settings(run.node, 0, 0, 0))
+    setup = WorkerSetup(group, 0, 0, 0, run.node, control, deque(), transport, bytes(256),
+                        True, 10**9, run_id="bench")
+    worker = {"Receiver": Receiver, "Subscriber": Subscriber}[role](setup)
+    worker.prepare()
+    worker.move_to(start)
+    transport.deliver(worker._measure)
+    return worker
+
+
+def messages(worker: Receiver | Subscriber, n: int) -> list[Msg]:
+    """JetStream deliveries as nats-py makes them, first deliveries all; their
+    acknowledgements go to a subject nobody consumes."""
+    producer, now = worker.run_prefix + "bench-0-0", time.time_ns()
+    nc = worker.transport.nc
+    return [Msg(_client=nc, subject=SUBJECT, data=frame(Message(bytes(256), producer, i, now,
+                                                                now)),
+                reply=f"$JS.ACK.bench.callback.1.{i + 1}.{i + 1}.{now}.0") for i in range(n)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--role", choices=("Receiver", "Subscriber"), default="Subscriber")
+    args = parser.parse_args()
+    worker = consumer(args.role)
+    transport = worker.transport
+    counted = [0]
+
+    async def bare(msg: Msg) -> None:
+        counted[0] += 1
+        time.monotonic()
+        await msg.ack()
+
+    async def feed(callback, batch: list[Msg]) -> None:
+        for msg in batch:
+            await callback(msg)
+        await transport.nc.flush()
+
+    def measure(callback) -> float:
+        batch = messages(worker, args.messages)
+        gc.collect()
+        before = time.process_time()
+        transport.loop.run_until_complete(feed(callback, batch))
+        return (time.process_time() - before) / args.messages * 1e9
+
+    gc.disable()
+    runs: dict[str, list[float]] = {"bare": [], "harness": []}
+    try:
+        for _ in range(5):
+            runs["bare"].append(measure(bare))
+            if worker.expected is not None:
+                worker.expected.clear()  # every run's numbers start at 0 again
+            runs["harness"].append(measure(transport._on_message))
+    finally:
+        gc.enable()
+        worker.done = True
+        transport.loop.run_until_complete(transport.js.delete_stream(stream_name(SUBJECT)))
+        transport.close()
+    bare_ns, harness_ns = min(runs["bare"]), min(runs["harness"])
+    print(f"JetStream nats.{args.role} callback, {args.messages:,} messages, CPU ns a message "
+          f"on one thread, best of 5")
+    print(f"bare {bare_ns:6.0f}  harness {harness_ns:6.0f}  harness adds "
+          f"{harness_ns - bare_ns:5.0f}")
+
+
+if __name__ == "__main__":
+    main()
