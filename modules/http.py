@@ -16,6 +16,7 @@ own layers over the same kind of connection), and it is what requests itself is 
 from __future__ import annotations
 
 import contextlib
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -88,7 +89,16 @@ class HttpTransport(Transport):
         self.reply_timeout = settings.reply_timeout
 
     def open(self) -> None:
-        """Connections open with the first request (each thread's URL is its destination)."""
+        """Reach the destination's server once, so that one that is down fails the start as
+        every broker does; the connection the requests keep alive opens with the first."""
+        if not self.settings.destination:
+            return
+        _, host, port, _ = target(self.settings, self.settings.destination)
+        try:
+            socket.create_connection((host, port), CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            raise TransportError(f"cannot connect to {host}:{port}: "
+                                 f"{exc.strerror or exc}") from None
 
     def _pool(self, scheme: str, host: str, port: int) -> Any:
         if self.pool_key != (scheme, host, port):

@@ -46,6 +46,9 @@ class Settings(Generic[OptionsT]):
     node: str
     process: int
     thread: int
+    # This thread's destination (-d, with -dx or a template evaluated for it): what a
+    # transport that connects to its destination (an HTTP URL) reaches at the start.
+    destination: str = ""
 
     @property
     def role(self) -> str:
@@ -56,4 +59,4 @@ class Settings(Generic[OptionsT]):
 
 
 GROUP_FIELDS = tuple(name for name in Settings.__dataclass_fields__
-                     if name not in ("options", "node", "process", "thread"))
+                     if name not in ("options", "node", "process", "thread", "destination"))

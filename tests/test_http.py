@@ -57,6 +57,21 @@ def test_requests_left_unsent_at_the_stop_never_exceed_the_message_count(harness
     assert group["sent"] + group["unsent"] == 60
 
 
+@pytest.mark.parametrize("where", ["url", "path"])
+def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness, where):
+    # As for a broker: not a run whose every request fails. A URL names the server; a path
+    # is on --host / --port.
+    port = free_port()
+    args = ["-d", f"http://127.0.0.1:{port}/x"] if where == "url" else \
+        ["-d", "x", "--port", str(port)]
+    result = harness("run", "-m", "http.Requestor", *args, "-rl", "1")
+    assert result.code == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"cannot connect to 127.0.0.1:{port}" in lines[0], \
+        result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["-m", "http.Sender", "-d", NGINX], "-m: the http transport has only a Requestor"),
     (["-m", "http.Requestor", "-d", NGINX, "--method", "DELETE"], "--method: methods are"),

@@ -143,7 +143,8 @@ class GroupSpec:
                 out[key] = expand(out[key], n, total)
         options = transport_class(self.transport).Options
         own = {k: v for k, v in self.options.items() if k in options.__dataclass_fields__}
-        return Settings(options(**own), **out, node=node, process=process, thread=thread)
+        return Settings(options(**own), **out, node=node, process=process, thread=thread,
+                        destination=self.destination_for(copy, thread))
 
 
 # What a transport reads that may differ per thread through {{ ... }}
