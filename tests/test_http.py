@@ -57,14 +57,11 @@ def test_requests_left_unsent_at_the_stop_never_exceed_the_message_count(harness
     assert group["sent"] + group["unsent"] == 60
 
 
-@pytest.mark.parametrize("where", ["url", "path"])
-def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness, where):
-    # As for a broker: not a run whose every request fails. A URL names the server; a path
-    # is on --host / --port.
+def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness):
+    # The URL's own host and port (a path on --port: tests/test_restart.py).
     port = free_port()
-    args = ["-d", f"http://127.0.0.1:{port}/x"] if where == "url" else \
-        ["-d", "x", "--port", str(port)]
-    result = harness("run", "-m", "http.Requestor", *args, "-rl", "1")
+    result = harness("run", "-m", "http.Requestor", "-d", f"http://127.0.0.1:{port}/x", "-rl",
+                     "1")
     assert result.code == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot connect to 127.0.0.1:{port}" in lines[0], \

@@ -181,8 +181,10 @@ def _check_options(group: GroupSpec, transport: str) -> None:
                 continue
             value = group.options[option.name]
             if transport not in option.transports:
-                raise BadInput(option.flag, f"only {' and '.join(option.transports)} take "
-                               f"this option, not {transport} (see `harness modules`)")
+                *others, last = option.transports
+                takers = f"{', '.join(others)} and {last} take" if others else f"{last} takes"
+                raise BadInput(option.flag, f"only {takers} this option, not {transport} "
+                               "(see `harness modules`)")
         else:
             value = getattr(group, option.name, None)
         problem = option.out_of_bounds(value)
