@@ -1,10 +1,18 @@
 import itertools
 import json
 import math
+from collections import deque
 
 import pytest
+from harness.transports.loopback import LoopbackTransport, reset_broker
 
+from harness.clock import now_ns
 from harness.engine.pacing import Schedule
+from harness.engine.roles import Sender
+from harness.engine.worker import Control, WorkerSetup
+from harness.spec.group import group_spec
+from harness.spec.run import RunSpec, assign_group_names
+from harness.stats.timeline import Timeline
 
 NS = 1_000_000_000
 
@@ -122,3 +130,30 @@ def test_one_thread_holds_100000_per_second_every_second_without_drift(harness):
     # Owed at the stop: a handful on a quiet machine; what fell due during a stall of the
     # machine right at the stop (1,575 seen under the full suite, a 16 ms stall).
     assert sender["unsent"] <= 3_000 and sender["errors"] == 0
+
+
+def test_a_send_woken_past_a_boundary_belongs_to_the_interval_of_its_intended_time():
+    """A producer that sleeps until a send due just before an interval's end and wakes after
+    it records that send in the interval it was due in: were it moved to the next one (the
+    drain, after the last measured interval), the measured rate would miss it although the
+    summary counts it as sent."""
+    reset_broker()
+    group = group_spec({"module": "loopback.Sender", "destination": "Q", "rate": 1000})
+    assign_group_names([group])
+    run = RunSpec(groups=[group], interval=1.0)
+    start = now_ns() - NS + 2_000_000  # the first interval ends 2 ms from now
+    control = Control(Timeline.of(run, start), NS)
+    setup = WorkerSetup(group, 0, 0, 0, run.node, control, deque(),
+                        LoopbackTransport(group.settings(run.node, 0, 0, 0)), bytes(16), True,
+                        NS, run_id="test")
+    worker = Sender(setup)
+    worker.prepare()
+    worker.move_to(start)
+    boundary = worker.next_boundary
+    intended = boundary - 1_000_000  # due 1 ms before the boundary
+    while now_ns() < boundary + 1_000_000:  # and only now, 1 ms past it, awake
+        pass
+    assert worker.pace(intended, intended - 1) is not None
+    assert worker.interval_index == 0 and worker.next_boundary == boundary
+    assert not setup.outbox  # the interval is still open for the send
+    worker.transport.close()

@@ -262,10 +262,12 @@ class Worker(threading.Thread, ABC):
         control = self.control
         while getattr(control, while_flag):
             now = now_ns()
+            if now >= due:
+                # Woken past a boundary that lies after `due`: the send belongs to the
+                # interval of `due` (its intended time), not to the one it woke in.
+                return True
             if now >= self.next_boundary:
                 self.flush(now)
-            if now >= due:
-                return True
             self.transport.idle(min(due - now, self.next_boundary - now,
                                     MAX_SLEEP_S * 1e9) / 1e9)
         return False
