@@ -91,8 +91,6 @@ class HttpTransport(Transport):
     def open(self) -> None:
         """Reach the destination's server once, so that one that is down fails the start as
         every broker does; the connection the requests keep alive opens with the first."""
-        if not self.settings.destination:
-            return
         _, host, port, _ = target(self.settings, self.settings.destination)
         try:
             socket.create_connection((host, port), CONNECT_TIMEOUT_S).close()
