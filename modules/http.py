@@ -39,7 +39,7 @@ class HttpOptions:
 
 def target(settings: Settings[Any], destination: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, path) of a destination: a URL, or a path on --host / --port."""
-    if destination.startswith(("http://", "https://")):
+    if "://" in destination:  # problems() has refused any but an http(s) URL
         url = urlsplit(destination)
         scheme = url.scheme
         port = url.port or (443 if scheme == "https" else 80)
@@ -51,6 +51,21 @@ def target(settings: Settings[Any], destination: str) -> tuple[str, str, int, st
     host, port = settings.address(443 if settings.tls else 80)
     return scheme, host, port, destination if destination.startswith("/") else "/" + \
         destination
+
+
+def _url_problems(destination: str) -> list[str]:
+    try:
+        url = urlsplit(destination)
+    except ValueError as exc:
+        return [f"{destination!r}: {exc}"]
+    if url.scheme not in ("http", "https"):
+        return [f"{destination!r}: a URL must be http:// or https:// (or give a path on "
+                "--host / --port)"]
+    try:
+        url.port  # noqa: B018 (it parses on reading)
+    except ValueError as exc:
+        return [f"{destination!r}: {exc}"]
+    return [] if url.hostname else [f"{destination!r}: no host"]
 
 
 class HttpTransport(Transport):
@@ -71,6 +86,8 @@ class HttpTransport(Transport):
         if settings.role != "Requestor":
             out.append(("-m", "the http transport has only a Requestor: the HTTP server "
                         "answers"))
+        if "://" in settings.destination:
+            out.extend(("-d", problem) for problem in _url_problems(settings.destination))
         if settings.options.method.upper() not in METHODS:
             out.append(("--method", f"methods are {', '.join(METHODS)}"))
         for flag, given in (("-pp", settings.persistent), ("-tx", settings.transacted),

@@ -57,11 +57,13 @@ def test_requests_left_unsent_at_the_stop_never_exceed_the_message_count(harness
     assert group["sent"] + group["unsent"] == 60
 
 
-def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness):
-    # The URL's own host and port (a path on --port: tests/test_restart.py).
+@pytest.mark.parametrize("scheme", ["http", "HTTP"])
+def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness, scheme):
+    # The URL's own host and port (a path on --port: tests/test_restart.py); a scheme is
+    # the same in capitals, as RFC 3986 has it.
     port = free_port()
-    result = harness("run", "-m", "http.Requestor", "-d", f"http://127.0.0.1:{port}/x", "-rl",
-                     "1")
+    result = harness("run", "-m", "http.Requestor", "-d", f"{scheme}://127.0.0.1:{port}/x",
+                     "-rl", "1")
     assert result.code == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot connect to 127.0.0.1:{port}" in lines[0], \
@@ -75,6 +77,12 @@ def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness):
     (["-m", "http.Requestor", "-d", NGINX, "-pp"], "-pp: means nothing to an HTTP request"),
     (["-m", "http.Requestor", "-d", NGINX, "--ca", __file__], "--ca: needs --tls (or an "
      "https:// destination)"),
+    (["-m", "http.Requestor", "-d", "ftp://127.0.0.1/x"], "-d: 'ftp://127.0.0.1/x': a URL "
+     "must be http:// or https://"),
+    (["-m", "http.Requestor", "-d", "http://127.0.0.1:70000/"], "-d: 'http://127.0.0.1:70000/'"
+     ": Port out of range"),
+    (["-m", "http.Requestor", "-d", "http://[::1/"], "-d: 'http://[::1/': Invalid IPv6 URL"),
+    (["-m", "http.Requestor", "-d", "http:///x"], "-d: 'http:///x': no host"),
 ])
 def test_what_http_cannot_do_is_refused_before_the_run(harness, args, message):
     done = harness("run", *args, "-rl", "1")

@@ -247,7 +247,7 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
                                "applies to Sender, Publisher and Requestor")
     # A destination given as an https:// URL (the http transport's) is TLS by its scheme.
-    tls = group.tls or (group.destination or "").startswith("https://")
+    tls = group.tls or (group.destination or "").lower().startswith("https://")
     for flag, path in (("--ca", group.ca), ("--cert", group.cert), ("--key", group.key)):
         if path is not None and not os.access(path, os.R_OK):
             raise BadInput(flag, f"cannot read {path!r}")
