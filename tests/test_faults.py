@@ -118,3 +118,27 @@ def test_the_drain_lasts_as_long_as_given_while_messages_are_owed(harness):
     # Once everything arrived the drain ends: the run did not wait out the 3 s.
     manifest = result.manifest
     assert manifest["end"] - manifest["producers_stopped"] < 2.5
+
+
+def test_a_thread_that_fails_at_once_is_reported_and_fails_the_run(tmp_path, monkeypatch):
+    """An error no counter can hold (a client library raising what is not a transport
+    error) ends its thread; the run says so and exits 1, even when that thread was the last
+    running and the run ends in the same turn."""
+    from harness.transports.loopback import LoopbackTransport
+
+    from harness.engine.runner import Controller
+    from harness.spec.group import group_spec
+    from harness.spec.run import RunSpec, assign_group_names
+
+    def send(self, destination, message):
+        raise ValueError("the library refused it")
+
+    monkeypatch.setattr(LoopbackTransport, "send", send)
+    groups = [group_spec({"module": "loopback.Sender", "destination": "Q", "thread_rate": 100})]
+    assign_group_names(groups)
+    lines: list[str] = []
+    result = Controller(RunSpec(groups=groups, duration=2.0, interval=1.0, drain=0.0,
+                                output=str(tmp_path)), lambda view: None, lines.append).execute()
+    assert result.exit_code == 1
+    assert "process 0: ValueError: the library refused it" in lines, lines
+    assert result.summary["groups"]["sender"]["errors"] == 1

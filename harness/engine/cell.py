@@ -283,6 +283,12 @@ class Cell:
             time.sleep(COLLECT_S)
             finished = all(w.finished for w in self.workers)
             self._take_handoffs(pending, index, groups)
+            # Before the end below, which may come in this same turn: a thread that failed
+            # at once (a bad stream name, say) must be heard of.
+            for failure in [w.failure for w in self.workers if w.failure]:
+                if failure not in reported_failures:
+                    reported_failures.add(failure)
+                    self.emit(LogReport(self.plan.process_index, failure, failed=True))
             now = now_ns()
             if not control.consuming and stop_seen is None:
                 stop_seen = now
@@ -318,11 +324,6 @@ class Cell:
                 producers_done = True
                 self.emit(StatusReport(self.plan.process_index, 0, EPOCH_OFFSET_NS + max(
                     w.ended_ns for w in producers)))
-            failures = [w.failure for w in self.workers if w.failure]
-            for failure in failures:
-                if failure not in reported_failures:
-                    reported_failures.add(failure)
-                    self.emit(LogReport(self.plan.process_index, failure))
         self.emit(self._balance())  # the last word on what this process sent and received
         gc.unfreeze()
         self.emit(DoneReport(self.plan.process_index))

@@ -473,6 +473,8 @@ class Controller(LiveControls):
             progress.ended = max(progress.ended, report.ended_ns / 1e9)
         elif isinstance(report, LogReport):
             self.on_log(f"process {report.process}: {report.message}")
+            if report.failed:
+                progress.exit_code = progress.exit_code or 1
         elif isinstance(report, DoneReport):
             progress.done.add(report.process)
             if report.lost is not None:

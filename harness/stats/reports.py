@@ -79,6 +79,7 @@ class BalanceReport:
 class LogReport:
     process: int
     message: str
+    failed: bool = False  # a thread ended by an error it could not count: the run is incomplete
 
 
 @dataclass
