@@ -97,6 +97,25 @@ def stream_name(subject: str) -> str:
     return "harness-" + re.sub(r"[^A-Za-z0-9_-]", "_", subject)
 
 
+BAD_STREAM_NAME = re.compile(r"[.*>/\\\s]|[^ -~]")
+
+
+def _subject_problems(subject: str, role: str) -> list[str]:
+    """What the protocol would misread: white space splits a PUB line (a second word is
+    taken for the reply subject), and a producer's wildcard matches no subscription."""
+    if not subject:
+        return []
+    if re.search(r"\s", subject):
+        return [f"{subject!r}: a NATS subject takes no white space"]
+    if "" in subject.split("."):
+        return [f"{subject!r}: a NATS subject has no empty token (no leading, trailing or "
+                "double '.')"]
+    if role in ("Sender", "Publisher", "Requestor") and \
+            any(token in ("*", ">") for token in subject.split(".")):
+        return [f"{subject!r}: {role} publishes; wildcards (* and >) are for subscribing"]
+    return []
+
+
 class NatsTransport(DrivenTransport):
     # nats-py's publish costs a few microseconds, so a loop turn per 64 sends was a sixth of
     # an unthrottled producer's cost: 3.0 us a message at 64, 2.5 at 256 (the bare loop
@@ -124,6 +143,11 @@ class NatsTransport(DrivenTransport):
         if settings.selector:
             out.append(("--selector", "NATS has no selectors; subscribe to a narrower subject "
                         "(wildcards * and >) instead"))
+        out.extend(("-d", problem) for problem in _subject_problems(settings.destination,
+                                                                   role))
+        if o.stream and BAD_STREAM_NAME.search(o.stream):
+            out.append(("--stream", f"{o.stream!r}: a stream name takes no '.', '*', '>', "
+                        "'/', '\\' or white space"))
         if o.storage not in STORAGES:
             out.append(("--storage", f"storage is {' or '.join(STORAGES)}"))
         if o.retention not in RETENTIONS:

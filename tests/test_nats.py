@@ -313,6 +313,13 @@ async def _ack_pending(stream: str) -> int:
     (["-m", "nats.Subscriber", "-d", "q", "--jetstream", "--pull-batch", "5"],
      "--pull-batch: a pull Subscriber needs a durable consumer"),
     (["-m", "nats.Sender", "-d", "q", "-tx"], "-tx"),
+    # A PUB line's second word is its reply subject: "a b" would publish to "a".
+    (["-m", "nats.Sender", "-d", "a b"], "-d: 'a b': a NATS subject takes no white space"),
+    (["-m", "nats.Receiver", "-d", "a..b"], "-d: 'a..b': a NATS subject has no empty token"),
+    (["-m", "nats.Publisher", "-d", "t.*"], "-d: 't.*': Publisher publishes; wildcards"),
+    (["-m", "nats.Requestor", "-d", "svc.>"], "-d: 'svc.>': Requestor publishes; wildcards"),
+    (["-m", "nats.Sender", "-d", "q", "--jetstream", "--stream", "a.b"],
+     "--stream: 'a.b': a stream name takes no '.'"),
 ])
 def test_what_nats_cannot_do_is_refused_before_the_run(harness, args, message):
     done = harness("run", *args, "-rl", "1")
