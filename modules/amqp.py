@@ -132,6 +132,10 @@ def _noop() -> None:
     pass
 
 
+BROKER_EXCHANGES = {"amq.direct": "direct", "amq.topic": "topic", "amq.fanout": "fanout",
+                    "amq.headers": "headers", "amq.match": "headers"}
+
+
 class AmqpTransport(DrivenTransport):
     name = "amqp"
     default_port = DEFAULT_PORT
@@ -158,6 +162,11 @@ class AmqpTransport(DrivenTransport):
             out.append(("--exchange-type", f"exchange types are {', '.join(EXCHANGE_TYPES)}"))
         if o.exchange_type and not o.exchange:
             out.append(("--exchange-type", "types an exchange named with --exchange"))
+        # The broker's own exchanges are never declared, so a type given for one is not
+        # checked by the broker: check it here.
+        own = BROKER_EXCHANGES.get(o.exchange or "")
+        if o.exchange_type and own and o.exchange_type != own:
+            out.append(("--exchange-type", f"{o.exchange} is the broker's own {own} exchange"))
         if o.queue_type not in QUEUE_TYPES:
             out.append(("--queue-type", f"queue types are {', '.join(QUEUE_TYPES)}"))
         for flag, items in (("--queue-arg", o.queue_arg), ("--bind-arg", o.bind_arg)):
@@ -410,6 +419,10 @@ class AmqpTransport(DrivenTransport):
         key = o.routing_key if o.routing_key is not None else destination.name
         self.routes[destination] = route = (exchange, key)
         return route
+
+    def declare(self, destination: Destination) -> None:
+        if destination not in self.routes:
+            self._route(destination)
 
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:

@@ -284,6 +284,9 @@ class Amqp10Transport(DrivenTransport):
         return getattr(condition, "description", None) or "no reason given"
 
     # -- messages
+    def declare(self, destination: Destination) -> None:
+        self._sender(destination)
+
     def send(self, destination: Destination, message: Message) -> None:
         if not self.connected:
             self._check()

@@ -133,6 +133,11 @@ class Transport(ABC):
     def open(self) -> None:
         """One connection attempt; raises TransportError saying why it failed."""
 
+    def declare(self, destination: Destination) -> None:
+        """Make ready what sending to destination needs (a queue, an exchange, a stream)
+        before the run, so that a broker's refusal fails the start, not every send; raises
+        TransportError. Most transports need nothing."""
+
     @abstractmethod
     def send(self, destination: Destination, message: Message) -> None: ...
 

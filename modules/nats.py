@@ -396,13 +396,17 @@ class NatsTransport(DrivenTransport):
         self.streams.add(name)
         return name
 
+    def declare(self, destination: Destination) -> None:
+        if self.js is not None and self.send_stream is None:
+            self.send_stream = self._ensure_stream(destination.name)
+
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:
         if not self.connected:
             self._check()
         subject = destination.name
         if self.js is not None and self.send_stream is None:
-            self.send_stream = self._ensure_stream(subject)
+            self.declare(destination)  # again after a reconnect
         reply = message.reply_to.name if message.reply_to is not None else ""
         payload = frame(message, "", message.correlation_id or "")
         self.queued.append((subject, payload, reply, message.properties, message.seq,

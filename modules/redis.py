@@ -174,6 +174,20 @@ class RedisTransport(Reconnecting, Transport):
         self.pubsub = self.client = self.pipe = None
 
     # -- producing
+    def declare(self, destination: Destination) -> None:
+        if self.pubsub_mode:
+            return  # a channel is no key
+        name = destination.name
+        try:
+            kind = self.client.type(name)
+        except ERRORS as exc:
+            raise self._lost(exc) from None
+        except redis.exceptions.RedisError as exc:
+            raise TransportError(f"{name}: {_reason(exc)}") from None
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        if kind not in ("none", "stream"):  # XADD would answer WRONGTYPE to every send
+            raise TransportError(f"{name} holds a {kind}, not a stream")
+
     def send(self, destination: Destination, message: Message) -> None:
         if not self.connected:
             self._check()
@@ -226,8 +240,11 @@ class RedisTransport(Reconnecting, Transport):
                 while self.pubsub.get_message(timeout=SOCKET_TIMEOUT_S) is not None:
                     pass
             elif role in ("Receiver", "Responder"):
-                with contextlib.suppress(redis.exceptions.ResponseError):  # BUSYGROUP
+                try:
                     self.client.xgroup_create(name, self.group, id="$", mkstream=True)
+                except redis.exceptions.ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):  # not just made by another receiver
+                        raise
             elif role == "Subscriber" and self.last_id == b"0-0":
                 # From the stream's end when it first subscribed (a reconnect goes on from
                 # where it was).

@@ -88,6 +88,36 @@ def test_quorum_queue(harness, brokers):
     assert rabbitmq_queues()[q][0] == "quorum"
 
 
+@pytest.mark.parametrize("role", ["Sender", "Requestor"])
+def test_a_declaration_the_broker_refuses_fails_the_start(harness, brokers, role):
+    """A producer declares its queue before the run: one the broker refuses (here, a
+    classic queue asked for as a quorum queue) is one line and exit 1, not an error on
+    every send."""
+    q = unique("amqp.inequivalent")
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    try:
+        connection.channel().queue_declare(q, auto_delete=False)
+        done = harness("run", "-m", f"amqp.{role}", "-d", q, "--queue-type", "quorum",
+                       "-rl", "2", "-rt", "100")
+    finally:
+        connection.channel().queue_delete(q)
+        connection.close()
+    assert done.code == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"amqp.{role} ({role.lower()}): cannot start: declare queue {q}: 406 " \
+        "PRECONDITION_FAILED" in lines[0]
+
+
+def test_amqp10_an_address_the_broker_refuses_fails_the_start(harness, brokers):
+    address = f"/exchanges/{unique('amqp10.missing')}"
+    done = harness("run", "-m", "amqp10.Sender", "-d", address, "-rl", "2", "-rt", "100")
+    assert done.code == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"amqp10.Sender (sender): cannot start: cannot send to {address}" in lines[0]
+
+
 def test_stream_queue_consumer_starts_at_the_offset_asked(harness, brokers, tmp_path):
     q = unique("amqp.stream")
     first = harness("run", "-m", "amqp.Sender", "-d", q, "--queue-type", "stream", "-mg", "300",
@@ -387,6 +417,8 @@ def test_amqp10_sends_carry_durability_correlation_and_reply_to_only_when_they_h
      "--queue-type", "exclusive"),
     (["-m", "amqp.Sender", "-d", "q", "--confirm", "5", "-tx"], "--confirm", "transactional"),
     (["-m", "amqp.Receiver", "-d", "q", "--confirm", "5"], "--confirm", "Sender"),
+    (["-m", "amqp.Publisher", "-d", "t", "--exchange", "amq.direct", "--exchange-type",
+      "fanout"], "--exchange-type", "amq.direct is the broker's own direct exchange"),
     (["-m", "amqp.Sender", "-d", "q", "--exchange-type", "fanout"], "--exchange-type",
      "--exchange"),
     (["-m", "amqp.Sender", "-d", "q", "--exchange", "x", "--exchange-type", "random"],

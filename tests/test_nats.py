@@ -257,6 +257,23 @@ def test_a_publish_stored_in_another_stream_is_refused_not_lost(harness, brokers
     assert made[theirs]["messages"] == 50 and made[mine]["messages"] == 0
 
 
+def test_a_stream_the_server_refuses_to_create_fails_the_start(harness, brokers, cleanup):
+    """A producer's stream is made ready before the run: a refusal (here its subject is
+    another stream's) is one line and exit 1, not an error on every send."""
+    subject = unique("njs.overlap")
+    theirs = f"harness-overlap-{subject.replace('.', '_')}"
+    cleanup.append("harness-overlap-")
+    asyncio.run(_add_stream(theirs, subject))
+    done = harness("run", "-m", "nats.Sender", "-d", subject, "--jetstream", "--stream",
+                   theirs + "-mine", "-rl", "2", "-rt", "100")
+    assert done.code == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr  # nats-py's tasks closed, not left to complain
+    assert f"nats.Sender (sender): cannot start: stream {theirs}-mine: 400 subjects overlap" \
+        in lines[0]
+    assert theirs + "-mine" not in streams("harness-overlap-")
+
+
 def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup):
     q = unique("njs.restart")
     cleanup.append(f"harness-{q.replace('.', '_')}")

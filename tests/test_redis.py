@@ -1,6 +1,9 @@
 """The redis transport (redis-py) against a real redis-server, started by the broker script
 where it does not already run."""
 
+import threading
+import time
+
 import pytest
 import redis
 from harness.transports.message import Destination, Message
@@ -134,3 +137,44 @@ def test_what_redis_cannot_do_is_refused_before_the_run(harness, args, message):
     assert done.code == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("role", "words"), [
+    ("Sender", "{q} holds a string, not a stream"),
+    ("Requestor", "{q} holds a string, not a stream"),
+    ("Receiver", "subscribe to {q}: WRONGTYPE"),
+])
+def test_a_key_that_is_no_stream_fails_the_start(harness, server, role, words):
+    """XADD and XREADGROUP would answer WRONGTYPE to every call: one line and exit 1."""
+    q = unique("rstring")
+    server.set(q, "not a stream")
+    args = ["-rt", "100"] if role != "Receiver" else []
+    done = harness("run", "-m", f"redis.{role}", "-d", q, "-rl", "2", *args)
+    assert done.code == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"redis.{role} ({role.lower()}): cannot start: {words.format(q=q)}" in lines[0]
+
+
+def test_a_read_the_server_refuses_each_time_does_not_spin(harness, server):
+    """The stream turns into a string mid-run: every read fails at once. The receiver
+    pauses after each, as a producer does after a failed send, rather than spin a core."""
+    q = unique("rspoiled")
+
+    def spoil() -> None:
+        deadline = time.monotonic() + 30
+        while not server.exists(q) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the receiver made its group, so the run has started
+        time.sleep(0.5)
+        with server.pipeline(transaction=True) as pipe:
+            pipe.delete(q).set(q, "not a stream").execute()
+
+    spoiler = threading.Thread(target=spoil)
+    spoiler.start()
+    done = harness("run", "-m", "redis.Receiver", "-d", q, "-rl", "3")
+    spoiler.join()
+    assert done.code == 0, done.stderr
+    receiver = done.summary["groups"]["receiver"]
+    assert "WRONGTYPE" in done.stderr
+    # At most one an ERROR_PAUSE_S (10 ms) for under 3 s; spinning made thousands a second.
+    assert 0 < receiver["errors"] <= 300, receiver["errors"]

@@ -8,6 +8,7 @@ plain dicts that pickle.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -175,10 +176,18 @@ class Cell:
             try:
                 worker.prepare()
             except Exception as exc:
+                self._close_all()
                 raise StartFailure(f"{worker.group.module} ({worker.group.name}): cannot start: "
                                    f"{exc}") from exc
         gc.collect()
         gc.freeze()  # what start-up loaded, as _settle_garbage does at every interval
+
+    def _close_all(self) -> None:
+        """Close every connection opened so far, quietly: the start failed for a reason
+        already being reported (an asyncio client left open would print its pending tasks)."""
+        for worker in self.workers:
+            with contextlib.suppress(Exception):  # the start failure says what went wrong
+                worker.transport.close()
 
     def start(self, start_epoch_ns: int) -> None:
         run, control = self.run, self.control

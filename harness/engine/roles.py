@@ -15,6 +15,7 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
 from __future__ import annotations
 
 import threading
+import time
 import zlib
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
@@ -27,6 +28,10 @@ HANDLED, RETRY, REFUSED = "handled", "retry", "refused"
 
 
 class _Producer(Worker):
+    def prepare(self) -> None:
+        super().prepare()
+        self.transport.declare(self.destination)
+
     def work(self) -> None:
         group = self.group
         rec, schedule = self.rec, self.schedule
@@ -130,6 +135,9 @@ class Consumer(Worker):
             except TransportError as exc:
                 self.receive_failed(exc)  # the transport reconnects
                 message = None
+                # An error that returns at once (a broker refusing each read) must not
+                # spin this thread: the pause a producer makes after a failed send.
+                time.sleep(ERROR_PAUSE_S)
             now = now_ns()
             if message is not None:
                 consume(message, now)
@@ -238,6 +246,7 @@ class Requestor(Worker):
 
     def prepare(self) -> None:
         super().prepare()
+        self.transport.declare(self.destination)
         self.reply_to = self.transport.temporary_queue()
         self.transport.subscribe(self.reply_to)
 
