@@ -58,6 +58,9 @@ def _url_problems(destination: str) -> list[str]:
         url = urlsplit(destination)
     except ValueError as exc:
         return [f"{destination!r}: {exc}"]
+    if "@" in url.netloc:  # checked before the URL is ever printed
+        return ["credentials go in --user and --password (or --password-env), not in the "
+                "URL, where every output would show them"]
     if url.scheme not in ("http", "https"):
         return [f"{destination!r}: a URL must be http:// or https:// (or give a path on "
                 "--host / --port)"]
@@ -104,6 +107,9 @@ class HttpTransport(Transport):
         self.pool_key: tuple[str, str, int] | None = None
         self.reply: Message | None = None
         self.reply_timeout = settings.reply_timeout
+        # Basic authentication, the one every server takes; the password is never shown.
+        self.auth = urllib3.make_headers(basic_auth=f"{settings.user}:{settings.password or ''}"
+                                         ) if settings.user else {}
 
     def open(self) -> None:
         """Reach the destination's server once, so that one that is down fails the start as
@@ -134,9 +140,12 @@ class HttpTransport(Transport):
         scheme, host, port, path = target(self.settings, destination.name)
         pool = self._pool(scheme, host, port)
         body = None if self.method == "GET" else message.body
+        headers = message.properties
+        if self.auth:
+            headers = {**self.auth, **headers} if headers else self.auth
         try:
             response = pool.urlopen(self.method, path, body=body,
-                                    headers=message.properties, retries=False,
+                                    headers=headers, retries=False,
                                     preload_content=True, assert_same_host=False)
         except urllib3.exceptions.NewConnectionError as exc:
             # Before TimeoutError: urllib3 2 derives a refused connection from its connect

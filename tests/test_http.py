@@ -2,6 +2,7 @@
 started by the broker script on 127.0.0.1:8090 with a fixed answer, a failing path and a
 slow one (20 requests a second)."""
 
+import getpass
 import subprocess
 
 import pytest
@@ -91,17 +92,19 @@ def test_what_http_cannot_do_is_refused_before_the_run(harness, args, message):
     assert "Traceback" not in done.stderr
 
 
-# -- TLS, against an nginx of the test's own with a certificate the test makes
+# -- nginx of the test's own: TLS with a certificate the test makes, basic authentication
 
-@pytest.fixture
-def tls_nginx(tmp_path):
-    make_certificates(tmp_path)
+def own_nginx(tmp_path, listen: str, server: str):
+    """Start nginx on a free port with one server block; yields the port. Its workers run
+    as the test's user, who can read the test's own files (nginx started by root would
+    otherwise hand them to nobody)."""
     port = free_port()
     for folder in ("logs", "temp"):
         (tmp_path / folder).mkdir()
     conf = tmp_path / "nginx.conf"
     conf.write_text(f"""
 daemon off;
+user {getpass.getuser()};
 worker_processes 1;
 pid {tmp_path}/nginx.pid;
 error_log {tmp_path}/logs/error.log warn;
@@ -110,11 +113,9 @@ http {{
     access_log off;
     client_body_temp_path {tmp_path}/temp;
     server {{
-        listen 127.0.0.1:{port} ssl;
-        ssl_certificate {tmp_path}/server.pem;
-        ssl_certificate_key {tmp_path}/server.key;
+        listen 127.0.0.1:{port}{listen};
         default_type text/plain;
-        location / {{ return 200 "secure\\n"; }}
+        {server}
     }}
 }}
 """)
@@ -122,9 +123,65 @@ http {{
                              "-c", str(conf)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     wait_for_port(port)
-    yield f"https://127.0.0.1:{port}/", tmp_path / "ca.pem"
+    yield port
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture
+def tls_nginx(tmp_path):
+    make_certificates(tmp_path)
+    for port in own_nginx(tmp_path, " ssl", f"""
+        ssl_certificate {tmp_path}/server.pem;
+        ssl_certificate_key {tmp_path}/server.key;
+        location / {{ return 200 "secure\\n"; }}"""):
+        yield f"https://127.0.0.1:{port}/", tmp_path / "ca.pem"
+
+
+SECRET = "not-a-real-secret"  # what tests/conftest.py's env() puts in MQTT_SECRET
+
+
+@pytest.fixture
+def auth_nginx(tmp_path):
+    (tmp_path / "users").write_text(f"bob:{{PLAIN}}{SECRET}\n")
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "ok.txt").write_text("welcome\n")
+    # A file, not `return 200`: a return answers before nginx checks the credentials.
+    for port in own_nginx(tmp_path, "", f"""
+        auth_basic "harness";
+        auth_basic_user_file {tmp_path}/users;
+        location / {{ root {tmp_path}/www; try_files /ok.txt =404; }}"""):
+        yield f"http://127.0.0.1:{port}/"
+
+
+def test_basic_authentication_from_user_and_password(harness, brokers, auth_nginx):
+    done = harness("run", "-m", "http.Requestor", "-d", auth_nginx, "--method", "GET",
+                   "--user", "bob", "--password-env", "MQTT_SECRET", "-mg", "50", "-rt", "100",
+                   "-ss", "1")
+    assert done.code == 0, done.stderr
+    group = done.summary["groups"]["requestor"]
+    assert group["sent"] == group["received"] == 50 and group["errors"] == 0
+    for path in done.run_dir.iterdir():
+        assert SECRET not in path.read_text(errors="replace"), path
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_a_request_the_server_does_not_authorise_is_an_error_by_code(harness, brokers,
+                                                                      auth_nginx):
+    done = harness("run", "-m", "http.Requestor", "-d", auth_nginx, "--method", "GET",
+                   "--user", "bob", "-mg", "5", "-rt", "100", "-ss", "1")
+    group = done.summary["groups"]["requestor"]
+    assert group["received"] == 0 and group["errors"] == 5
+    assert "HTTP 401" in done.stdout + done.stderr
+
+
+def test_credentials_in_the_url_are_refused_unshown(harness):
+    done = harness("run", "-m", "http.Requestor", "-d", f"http://bob:{SECRET}@127.0.0.1/",
+                   "-rl", "1")
+    assert done.code == 2
+    assert "-d: credentials go in --user and --password" in done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    assert done.run_dir is None
 
 
 def test_https_round_trips_verified_with_the_ca_given(harness, brokers, tls_nginx):
