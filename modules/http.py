@@ -107,6 +107,7 @@ class HttpTransport(Transport):
         self.pool_key: tuple[str, str, int] | None = None
         self.reply: Message | None = None
         self.reply_timeout = settings.reply_timeout
+        self.targets: dict[str, tuple[str, str, int, str]] = {}
         # Basic authentication, the one every server takes; the password is never shown.
         self.auth = urllib3.make_headers(basic_auth=f"{settings.user}:{settings.password or ''}"
                                          ) if settings.user else {}
@@ -137,7 +138,11 @@ class HttpTransport(Transport):
         return self.pool
 
     def send(self, destination: Destination, message: Message) -> None:
-        scheme, host, port, path = target(self.settings, destination.name)
+        name = destination.name
+        where = self.targets.get(name)
+        if where is None:  # parsed once: a URL's port and host cost a microsecond a request
+            where = self.targets[name] = target(self.settings, name)
+        scheme, host, port, path = where
         pool = self._pool(scheme, host, port)
         body = None if self.method == "GET" else message.body
         headers = message.properties
