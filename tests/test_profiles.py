@@ -292,6 +292,25 @@ def test_an_activemq_sweep_of_a_shipped_profile(harness: Any, brokers: Any,
         assert r["closed loop"] == "yes"
 
 
+def test_the_wmb_http_profile_round_trips_each_body_through_nginx_s_echo(
+        harness: Any, brokers: Any, tmp_path: Path) -> None:
+    done = harness("run", str(ROOT / "profiles" / "wmb-http.yaml"), "--no-ui",
+                   "--set", "sweep.vars.size=[4k, 1m]", "--set", "run.run-length=2",
+                   "--set", "run.warmup=1", "--set", "run.interval=1", "--set", "run.drain=1",
+                   "--set", "groups.requestor.threads=4",
+                   "--set", f"run.output={tmp_path / 'runs'}", output=False, timeout=300)
+    assert done.code == 0, done.stderr
+    rows = _rows(_tree(tmp_path), "results")
+    assert [r["Msg Size"] for r in rows] == ["4K", "1M"]
+    for size, row in zip((4096, 1 << 20), rows, strict=True):
+        assert float(row["Message Rate (msgs/s)"]) > 5 and row["lost"] == "0"
+        summary = json.loads((_tree(tmp_path) / row["run"] / "summary.json").read_text())
+        group = summary["groups"]["requestor"]
+        assert group["errors"] == 0 and group["received"] > 0
+        # Each round trip carried the body out and the same body back.
+        assert group["bytes"] == 2 * size * group["received"]
+
+
 def test_per_thread_selectors_on_activemq_split_the_stream_without_false_loss(
         harness: Any, brokers: Any) -> None:
     topic = unique("FILTERED")

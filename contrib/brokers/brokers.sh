@@ -7,7 +7,8 @@
 #   RabbitMQ 3.10   AMQP 0-9-1 and AMQP 1.0 5672, STOMP 61614, MQTT 1885
 #   NATS 2.9        4222, with JetStream (file storage in $HARNESS_NATS_STORE)
 #   Redis 7.0       6379 (keeps nothing on disk)
-#   nginx           HTTP 8090: / answers 200, /status/500 answers 500, /slow answers 20 a second
+#   nginx           HTTP 8090: / answers 200, /status/500 answers 500, /slow answers 20 a second,
+#                   /echo answers with the request's body
 #
 # usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx]
 #        HARNESS_RABBITMQ_MANAGEMENT=1 also enables RabbitMQ's management plugin (127.0.0.1:15672)
@@ -188,13 +189,35 @@ redis_start() {
 
 # --- nginx ---------------------------------------------------------------------------------
 nginx_start() {
-    if port_up 8090; then say "nginx: already up on 8090"; return; fi
+    local conf="$STATE/nginx.conf"
+    if port_up 8090; then
+        # One this script started with an older configuration (before /echo, say) takes
+        # the current one without a restart.
+        if [ -f "$STATE/nginx.pid" ] && [ -f "$conf" ]; then
+            nginx_conf > "$conf.new"
+            if ! cmp -s "$conf" "$conf.new"; then
+                mv "$conf.new" "$conf"
+                as_root nginx -c "$conf" -s reload
+                sleep 1
+                say "nginx: up on 8090, configuration reloaded"; return
+            fi
+            rm -f "$conf.new"
+        fi
+        say "nginx: already up on 8090"; return
+    fi
     ensure_packages nginx
+    nginx_conf > "$conf"
+    as_root nginx -c "$conf"
+    wait_ports 15 8090
+    say "nginx: started on 8090"
+}
+
+nginx_conf() {
     mkdir -p "$STATE/nginx/www"
     echo slow > "$STATE/nginx/www/slow"
     chmod -R a+rX "$STATE/nginx/www"
     local user=""; [ "$(id -u)" -eq 0 ] && user="user www-data;"
-    cat > "$STATE/nginx.conf" <<CONF
+    cat <<CONF
 $user
 worker_processes 1;
 daemon on;
@@ -224,12 +247,22 @@ http {
             error_page 405 =200 @slow;
         }
         location @slow { return 200 "slow\n"; }
+        # An echo, the body written back unmodified (the WMB report's HTTP Input -> HTTP
+        # Reply flow): nginx holds \$request_body only once a proxy has read it, so the
+        # request goes to an upstream that is never there and the refusal returns it.
+        location = /echo {
+            client_max_body_size 16m;
+            client_body_buffer_size 16m;
+            client_body_in_single_buffer on;
+            proxy_pass http://unix:$STATE/nginx/none.sock:/;
+            proxy_intercept_errors on;
+            error_page 502 = @echo;
+            error_log /dev/null emerg;
+        }
+        location @echo { default_type application/octet-stream; return 200 \$request_body; }
     }
 }
 CONF
-    as_root nginx -c "$STATE/nginx.conf"
-    wait_ports 15 8090
-    say "nginx: started on 8090"
 }
 
 # --- stop / status ---------------------------------------------------------------------------
