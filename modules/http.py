@@ -37,9 +37,14 @@ class HttpOptions:
     method: str = option("POST", "HTTP method: POST or PUT (with the -ms body) or GET.")
 
 
+def is_url(destination: str) -> bool:
+    """A URL, not a path on --host / --port (whose query may hold one)."""
+    return "://" in destination and not destination.startswith("/")
+
+
 def target(settings: Settings[Any], destination: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, path) of a destination: a URL, or a path on --host / --port."""
-    if "://" in destination:  # problems() has refused any but an http(s) URL
+    if is_url(destination):  # problems() has refused any but an http(s) URL
         url = urlsplit(destination)
         scheme = url.scheme
         port = url.port or (443 if scheme == "https" else 80)
@@ -89,7 +94,7 @@ class HttpTransport(Transport):
         if settings.role != "Requestor":
             out.append(("-m", "the http transport has only a Requestor: the HTTP server "
                         "answers"))
-        if "://" in settings.destination:
+        if is_url(settings.destination):
             out.extend(("-d", problem) for problem in _url_problems(settings.destination))
         if settings.options.method.upper() not in METHODS:
             out.append(("--method", f"methods are {', '.join(METHODS)}"))

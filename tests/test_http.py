@@ -200,3 +200,11 @@ def test_https_refuses_a_server_it_cannot_verify(harness, brokers, tls_nginx):
     group = done.summary["groups"]["requestor"]
     assert group["received"] == 0 and group["errors"] == 5
     assert "CERTIFICATE_VERIFY_FAILED" in done.stderr, done.stderr
+
+
+def test_a_path_whose_query_holds_a_url_is_a_path_on_the_port(harness, brokers):
+    done = harness("run", "-m", "http.Requestor", "-d", "/x?next=http://elsewhere/",
+                   "--port", "8090", "-mg", "5", "-rt", "50", "-ss", "1")
+    assert done.code == 0, done.stderr
+    group = done.summary["groups"]["requestor"]
+    assert group["received"] == 5 and group["errors"] == 0
