@@ -233,6 +233,17 @@ def test_view_prints_the_recorded_intervals_without_a_terminal(harness: Any,
     assert view_lines == run_lines
 
 
+def test_view_warns_of_a_line_cut_off_mid_write(harness: Any, loopback_run: Any) -> None:
+    """A run killed while writing leaves a partial last line: the replay leaves it out and
+    says so, with or without the screen."""
+    path = loopback_run.run_dir / "intervals.jsonl"
+    path.write_text(path.read_text() + '{"type":"counters","v":1,"gro')
+    shown = harness("view", str(loopback_run.run_dir))
+    assert shown.code == 0, shown.stderr
+    assert "harness: warning: 1 lines of intervals.jsonl did not parse" in shown.stderr
+    assert " sent " in shown.stdout
+
+
 def test_view_refuses_what_is_not_a_run_directory(harness: Any, tmp_path: Path) -> None:
     shown = harness("view", str(tmp_path))
     assert shown.code == 2

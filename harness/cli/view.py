@@ -40,6 +40,10 @@ def view(
     from harness.screen.console import interval_lines, print_summary
     from harness.stats.figures import labels
 
+    if recorded.skipped:
+        err_console.print(f"harness: warning: {recorded.skipped} lines of intervals.jsonl did "
+                          "not parse (the run was cut off mid-write) and are left out",
+                          markup=False, style="yellow")
     metrics = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
     names = labels(recorded.run, recorded.metrics)
     for interval in recorded.views:
