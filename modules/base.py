@@ -36,7 +36,8 @@ class TransportError(Exception):
     """A failure talking to the broker; workers count it as an error and carry on.
 
     kind names the error where the transport knows better than the role ("HTTP 503");
-    answered: the server did answer (an error status), so the worker need not back off."""
+    answered: the server did answer (an error status), so the worker need not back off; from
+    a Requestor's receive, the request's answer (no reply will follow)."""
 
     def __init__(self, message: str, kind: str | None = None, answered: bool = False) -> None:
         super().__init__(message)

@@ -97,6 +97,8 @@ def stream_name(subject: str) -> str:
     return "harness-" + re.sub(r"[^A-Za-z0-9_-]", "_", subject)
 
 
+# The status the server answers a request with when nothing subscribes to its subject.
+NO_RESPONDERS = "503"
 BAD_STREAM_NAME = re.compile(r"[.*>/\\\s]|[^ -~]")
 
 
@@ -190,6 +192,8 @@ class NatsTransport(DrivenTransport):
         # first message sets it.
         self.first_delivery = "\0"
         self.waiter: asyncio.Future[None] | None = None
+        self.requesting = settings.role == "Requestor"
+        self.requested = settings.destination
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
         self.watched: asyncio.Future[Any] | None = None  # the publish _acked waits for
@@ -510,6 +514,9 @@ class NatsTransport(DrivenTransport):
             await self._on_message(raw)
 
     def message(self, raw: Any) -> Message:
+        if self.requesting and raw.headers and raw.headers.get("Status") == NO_RESPONDERS:
+            raise TransportError(f"no responders: nothing subscribes to {self.requested}",
+                                 kind="no responders", answered=True)
         message = unframe(raw.data, "queue", raw)
         reply = raw.reply
         if self.js is None:

@@ -257,6 +257,21 @@ def test_a_publish_stored_in_another_stream_is_refused_not_lost(harness, brokers
     assert made[theirs]["messages"] == 50 and made[mine]["messages"] == 0
 
 
+def test_a_request_nobody_subscribes_to_is_answered_no_responders_not_timed_out(harness,
+                                                                                 brokers):
+    """nats-server answers a request to a subject without subscribers with status 503: each
+    is an error at once, its latency the time to that answer, not a reply timeout."""
+    done = harness("run", "-m", "nats.Requestor", "-d", unique("nats.nobody"), "-rt", "50",
+                   "-rl", "2", "-ss", "1", "--reply-timeout", "5")
+    assert done.code == 0, done.stderr
+    group = done.summary["groups"]["requestor"]
+    assert group["sent"] >= 90 and group["timeouts"] == 0
+    assert group["errors"] == group["sent"] and group["received"] == 0
+    assert "no responders error: no responders: nothing subscribes to nats.nobody." \
+        in done.stderr
+    assert group["latency"]["max"] < 1_000_000  # answered well within the 5 s timeout
+
+
 def test_a_stream_the_server_refuses_to_create_fails_the_start(harness, brokers, cleanup):
     """A producer's stream is made ready before the run: a refusal (here its subject is
     another stream's) is one line and exit 1, not an error on every send."""

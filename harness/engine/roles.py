@@ -286,6 +286,10 @@ class Requestor(Worker):
                 try:
                     reply = receive(POLL_S)
                 except TransportError as exc:
+                    if exc.answered:  # the broker's own answer: no reply will come
+                        rec.error(exc.kind or "reply", exc)
+                        self._round_trip(intended, now, now_ns())
+                        break
                     self.receive_failed(exc)
                     reply = None
                 done = now_ns()
