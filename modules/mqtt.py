@@ -82,6 +82,21 @@ class MqttOptions:
                            scope="connection", low=1, high=65535)
 
 
+def _topic_problems(settings: Settings[Any]) -> list[str]:
+    """What the broker would refuse: a wildcard in a topic published to, or one that is not
+    a whole level (+) or the last level (#) of a filter."""
+    topic = settings.destination
+    if settings.publishes and ("+" in topic or "#" in topic):
+        return [f"{topic!r}: {settings.role} publishes; wildcards (+ and #) are for "
+                "subscribing"]
+    levels = topic.split("/")
+    for i, level in enumerate(levels):
+        if ("+" in level and level != "+") or ("#" in level and (level != "#" or
+                                                                 i != len(levels) - 1)):
+            return [f"{topic!r}: '+' is a whole level and '#' the whole last level"]
+    return []
+
+
 class MqttTransport(NetworkTransport):
     name = "mqtt"
     default_port = DEFAULT_PORT
@@ -112,6 +127,7 @@ class MqttTransport(NetworkTransport):
                 settings.threads * settings.processes > 1:
             out.append(("-nt", f"{name} has no shared subscriptions: run one Responder, or "
                         "every responder would answer every request"))
+        out.extend(("-d", problem) for problem in _topic_problems(settings))
         return out
 
     def __init__(self, settings: Settings[MqttOptions]) -> None:

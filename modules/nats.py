@@ -102,9 +102,10 @@ NO_RESPONDERS = "503"
 BAD_STREAM_NAME = re.compile(r"[.*>/\\\s]|[^ -~]")
 
 
-def _subject_problems(subject: str, role: str) -> list[str]:
+def _subject_problems(settings: Settings[Any]) -> list[str]:
     """What the protocol would misread: white space splits a PUB line (a second word is
     taken for the reply subject), and a producer's wildcard matches no subscription."""
+    subject = settings.destination
     if not subject:
         return []
     if re.search(r"\s", subject):
@@ -112,9 +113,9 @@ def _subject_problems(subject: str, role: str) -> list[str]:
     if "" in subject.split("."):
         return [f"{subject!r}: a NATS subject has no empty token (no leading, trailing or "
                 "double '.')"]
-    if role in ("Sender", "Publisher", "Requestor") and \
-            any(token in ("*", ">") for token in subject.split(".")):
-        return [f"{subject!r}: {role} publishes; wildcards (* and >) are for subscribing"]
+    if settings.publishes and any(token in ("*", ">") for token in subject.split(".")):
+        return [f"{subject!r}: {settings.role} publishes; wildcards (* and >) are for "
+                "subscribing"]
     return []
 
 
@@ -145,8 +146,7 @@ class NatsTransport(DrivenTransport):
         if settings.selector:
             out.append(("--selector", "NATS has no selectors; subscribe to a narrower subject "
                         "(wildcards * and >) instead"))
-        out.extend(("-d", problem) for problem in _subject_problems(settings.destination,
-                                                                   role))
+        out.extend(("-d", problem) for problem in _subject_problems(settings))
         if o.stream and BAD_STREAM_NAME.search(o.stream):
             out.append(("--stream", f"{o.stream!r}: a stream name takes no '.', '*', '>', "
                         "'/', '\\' or white space"))

@@ -54,6 +54,12 @@ class Settings(Generic[OptionsT]):
     def role(self) -> str:
         return self.module.partition(".")[2]
 
+    @property
+    def publishes(self) -> bool:
+        """Whether the role sends to its destination (a subject or topic with wildcards
+        names what to subscribe to, never where to send)."""
+        return self.role in ("Sender", "Publisher", "Requestor")
+
     def address(self, default_port: int) -> tuple[str, int]:
         return self.host or "127.0.0.1", self.port or default_port
 

@@ -91,6 +91,12 @@ CASES = [
     ("ack mode on MQTT", ["-m", "mqtt.Subscriber", "-d", "T", "--ack", "client"], "--ack",
      "only stomp"),
     ("QoS 3", ["-m", "mqtt.Publisher", "-d", "T", "--qos", "3"], "--qos", "0 to 2"),
+    ("MQTT wildcard published to", ["-m", "mqtt.Publisher", "-d", "a/#"], "-d",
+     "'a/#': Publisher publishes; wildcards (+ and #) are for subscribing"),
+    ("MQTT '#' not the last level", ["-m", "mqtt.Subscriber", "-d", "a/#/b"], "-d",
+     "'+' is a whole level and '#' the whole last level"),
+    ("MQTT '+' inside a level", ["-m", "mqtt.Subscriber", "-d", "a/b+"], "-d",
+     "'+' is a whole level"),
 ]
 
 
