@@ -60,6 +60,9 @@ class Transport(ABC):
     # The broker dialects it speaks (--flavour), its default first; none: it speaks to one
     # kind of server and --flavour is refused.
     flavours: ClassVar[tuple[str, ...]] = ()
+    # The roles it plays where fewer than its capabilities allow (HTTP: the client's side
+    # only); none: every role its capabilities allow.
+    roles: ClassVar[tuple[str, ...]] = ()
     # deliver()'s sink is called only inside receive(), on the thread that calls it (the
     # library's loop is turned there): the consumer needs no lock around it.
     inline: ClassVar[bool] = False

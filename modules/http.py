@@ -80,6 +80,7 @@ class HttpTransport(Transport):
     name = "http"
     description = "HTTP request/reply via urllib3 (Requestor only; the server answers)"
     capabilities = Capability.QUEUES | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+    roles = ("Requestor",)
     Options = HttpOptions
     settings: Settings[HttpOptions]
 
@@ -91,7 +92,7 @@ class HttpTransport(Transport):
     @classmethod
     def problems(cls, settings: Settings[HttpOptions]) -> list[tuple[str, str]]:
         out = []
-        if settings.role != "Requestor":
+        if settings.role not in cls.roles:
             out.append(("-m", "the http transport has only a Requestor: the HTTP server "
                         "answers"))
         if is_url(settings.destination):

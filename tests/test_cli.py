@@ -7,6 +7,9 @@ def test_modules_lists_every_transport_role_pair(harness):
     assert result.code == 0
     names = [line.split()[0] for line in result.stdout.splitlines() if line.startswith("loop")]
     assert names == [f"loopback.{role}" for role in ROLES]
+    # Only the roles a transport plays: HTTP is the client's side of a request.
+    assert [line.split()[0] for line in result.stdout.splitlines()
+            if line.startswith("http.")] == ["http.Requestor"]
 
 
 def test_run_help_documents_every_flag_with_its_default(harness):

@@ -12,6 +12,7 @@ def list_modules() -> None:
     from harness.spec.roles import ROLES
     from harness.transports import TRANSPORTS, transport_class
 
+    width = max(map(len, TRANSPORTS)) + 1 + max(map(len, ROLES))
     for transport_name in TRANSPORTS:
         try:
             transport = transport_class(transport_name)
@@ -19,8 +20,10 @@ def list_modules() -> None:
             console.print(f"  ({transport_name}: {exc.problem})", markup=False, style="dim")
             continue
         for role_name, role in ROLES.items():
-            if all(cap & transport.capabilities for cap in role.needs):
-                console.print(f"{transport_name}.{role_name:<11} {role.summary}", markup=False)
+            if all(cap & transport.capabilities for cap in role.needs) and \
+                    role_name in (transport.roles or (role_name,)):
+                console.print(f"{transport_name + '.' + role_name:<{width}} {role.summary}",
+                              markup=False)
         features = ", ".join(c.name.lower().replace("_", " ") for c in type(
             transport.capabilities) if c in transport.capabilities)
         flavours = (f"; flavours {', '.join(transport.flavours)} (--flavour, the first the "
