@@ -162,6 +162,10 @@ class AmqpTransport(DrivenTransport):
             out.append(("--exchange-type", f"exchange types are {', '.join(EXCHANGE_TYPES)}"))
         if o.exchange_type and not o.exchange:
             out.append(("--exchange-type", "types an exchange named with --exchange"))
+        if o.routing_key is not None and not o.exchange and \
+                settings.role in ("Sender", "Receiver", "Requestor", "Responder"):
+            out.append(("--routing-key", "routes through an exchange named with --exchange; "
+                        "the default exchange routes to the queue -d names"))
         # The broker's own exchanges are never declared, so a type given for one is not
         # checked by the broker: check it here.
         own = BROKER_EXCHANGES.get(o.exchange or "")

@@ -417,6 +417,8 @@ def test_amqp10_sends_carry_durability_correlation_and_reply_to_only_when_they_h
      "--queue-type", "exclusive"),
     (["-m", "amqp.Sender", "-d", "q", "--confirm", "5", "-tx"], "--confirm", "transactional"),
     (["-m", "amqp.Receiver", "-d", "q", "--confirm", "5"], "--confirm", "Sender"),
+    (["-m", "amqp.Sender", "-d", "q", "--routing-key", "other"], "--routing-key",
+     "the default exchange routes to the queue -d names"),
     (["-m", "amqp.Publisher", "-d", "t", "--exchange", "amq.direct", "--exchange-type",
       "fanout"], "--exchange-type", "amq.direct is the broker's own direct exchange"),
     (["-m", "amqp.Sender", "-d", "q", "--exchange-type", "fanout"], "--exchange-type",
