@@ -408,14 +408,19 @@ class NatsTransport(DrivenTransport):
     def send(self, destination: Destination, message: Message) -> None:
         if not self.connected:
             self._check()
-        subject = destination.name
-        if self.js is not None and self.send_stream is None:
-            self.declare(destination)  # again after a reconnect
         reply = message.reply_to.name if message.reply_to is not None else ""
         payload = frame(message, "", message.correlation_id or "")
-        self.queued.append((subject, payload, reply, message.properties, message.seq,
+        if self.js is None:
+            # No send time: only a JetStream acknowledgement is timed from it.
+            self.queued.append((destination.name, payload, reply, message.properties,
+                                message.seq, 0))
+            self._sent(None, message)
+            return
+        if self.send_stream is None:
+            self.declare(destination)  # again after a reconnect
+        self.queued.append((destination.name, payload, reply, message.properties, message.seq,
                             now_ns()))
-        if self.js is not None and len(self.pending) + len(self.queued) >= self.o.inflight:
+        if len(self.pending) + len(self.queued) >= self.o.inflight:
             # Down to half the window, not by one: a turn of the loop per send would cost
             # more than the publish.
             self._await_acks(self.o.inflight // 2)
