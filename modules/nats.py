@@ -192,8 +192,6 @@ class NatsTransport(DrivenTransport):
         # first message sets it.
         self.first_delivery = "\0"
         self.waiter: asyncio.Future[None] | None = None
-        self.requesting = settings.role == "Requestor"
-        self.requested = settings.destination
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
         self.watched: asyncio.Future[Any] | None = None  # the publish _acked waits for
@@ -410,17 +408,13 @@ class NatsTransport(DrivenTransport):
             self._check()
         reply = message.reply_to.name if message.reply_to is not None else ""
         payload = frame(message, "", message.correlation_id or "")
-        if self.js is None:
-            # No send time: only a JetStream acknowledgement is timed from it.
-            self.queued.append((destination.name, payload, reply, message.properties,
-                                message.seq, 0))
-            self._sent(None, message)
-            return
-        if self.send_stream is None:
+        js = self.js
+        if js is not None and self.send_stream is None:
             self.declare(destination)  # again after a reconnect
+        # A send time only for JetStream, whose acknowledgement is timed from it.
         self.queued.append((destination.name, payload, reply, message.properties, message.seq,
-                            now_ns()))
-        if len(self.pending) + len(self.queued) >= self.o.inflight:
+                            0 if js is None else now_ns()))
+        if js is not None and len(self.pending) + len(self.queued) >= self.o.inflight:
             # Down to half the window, not by one: a turn of the loop per send would cost
             # more than the publish.
             self._await_acks(self.o.inflight // 2)
@@ -519,10 +513,13 @@ class NatsTransport(DrivenTransport):
             await self._on_message(raw)
 
     def message(self, raw: Any) -> Message:
-        if self.requesting and raw.headers and raw.headers.get("Status") == NO_RESPONDERS:
-            raise TransportError(f"no responders: nothing subscribes to {self.requested}",
-                                 kind="no responders", answered=True)
-        message = unframe(raw.data, "queue", raw)
+        data = raw.data
+        # A status comes without a body; a harness message never does (its prefix).
+        if not data and raw.headers and raw.headers.get("Status") == NO_RESPONDERS:
+            raise TransportError("no responders: nothing subscribes to "
+                                 f"{self.settings.destination}", kind="no responders",
+                                 answered=True)
+        message = unframe(data, "queue", raw)
         reply = raw.reply
         if self.js is None:
             if reply:
