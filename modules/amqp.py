@@ -462,7 +462,8 @@ class AmqpTransport(DrivenTransport):
         else:
             self._sent(None, message)
 
-    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+    def deliver(self, sink: Callable[[Message], None] | None,
+                frames: Callable[[bytes], None] | None = None) -> bool:
         # Waiting for a reply's confirmation turns pika's loop, which a reply sent inside
         # its dispatch may not: such a Responder pulls.
         return not self.confirm_each and super().deliver(sink)

@@ -175,7 +175,11 @@ class MqttTransport(NetworkTransport):
                 self.outages.went_down()
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
-        self.arrived(message)
+        frames = self.frames
+        if frames is not None:
+            frames(message.payload)
+        else:
+            self.arrived(message)
 
     def _on_subscribe(self, client: Any, userdata: Any, mid: int, reasons: Any,
                       properties: Any) -> None:

@@ -474,11 +474,19 @@ class NatsTransport(DrivenTransport):
             manual_ack=True, config=config, **limit), f"consumer on {stream}")
 
     async def _on_message(self, raw: Any) -> None:
-        self.dispatching = True
-        try:
-            self.arrived(raw)
-        finally:
-            self.dispatching = False
+        frames = self.frames
+        if frames is not None:  # a JetStream consumer that only measures
+            if not raw.reply.startswith(self.first_delivery):
+                self._delivered_before(raw.reply)
+            frames(raw.data)
+            if not self.acks_on_arrival:
+                self.to_ack.append(raw)
+        else:
+            self.dispatching = True
+            try:
+                self.arrived(raw)
+            finally:
+                self.dispatching = False
         if self.acks_on_arrival:
             # Here rather than queued for _pump: a list and a call fewer a message.
             try:  # noqa: SIM105
@@ -492,6 +500,10 @@ class NatsTransport(DrivenTransport):
 
     async def _on_measured(self, raw: Any) -> None:
         """A core subscription's message where nothing is sent back (no reply, no ack)."""
+        frames = self.frames
+        if frames is not None:
+            frames(raw.data)
+            return
         self.arrived(raw)
         if self.sink is None:
             self._wake_receive()

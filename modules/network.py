@@ -28,6 +28,7 @@ class NetworkTransport(Transport):
         super().__init__(settings)
         self.inbox: Inbox[Any] = Inbox()
         self.sink: Callable[[Message], None] | None = None
+        self.frames: Callable[[bytes], None] | None = None
         self.sink_lock = threading.Lock()
 
     @abstractmethod
@@ -43,11 +44,13 @@ class NetworkTransport(Transport):
                 return
         sink(self.message(raw))
 
-    def deliver(self, sink: Callable[[Message], None] | None) -> bool:
+    def deliver(self, sink: Callable[[Message], None] | None,
+                frames: Callable[[bytes], None] | None = None) -> bool:
         # Under the lock arrived() holds while it chooses: once this returns, nothing more
         # goes into the inbox, so the caller can drain it and keep the order.
         with self.sink_lock:
             self.sink = sink
+            self.frames = frames
         return True
 
     def take(self, timeout: float) -> Message | None:

@@ -30,6 +30,7 @@ import contextlib
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,7 @@ class RedisTransport(Reconnecting, Transport):
     capabilities = CAPABILITIES
     Options = RedisOptions
     settings: Settings[RedisOptions]
+    inline = True  # deliver()'s frames are handed payloads inside receive()
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
@@ -129,6 +131,7 @@ class RedisTransport(Reconnecting, Transport):
         self.consumer: str = self.client_id(stable=True)  # type: ignore[assignment]
         self.count = o.prefetch or DEFAULT_COUNT
         self.buffer: deque[tuple[bytes, bytes]] = deque()  # (entry id, payload) read ahead
+        self.frames: Callable[[bytes], None] | None = None  # deliver()'s
         self.to_ack: list[bytes] = []
         self.last_id = b"0-0"  # an independent reader's (Subscriber, Requestor) position
         self.last_claim = time.monotonic()
@@ -255,6 +258,13 @@ class RedisTransport(Reconnecting, Transport):
         except redis.exceptions.RedisError as exc:
             raise TransportError(f"subscribe to {name}: {_reason(exc)}") from None
 
+    def deliver(self, sink: Callable[[Message], None] | None,
+                frames: Callable[[bytes], None] | None = None) -> bool:
+        # No thread of its own: a consumer that only measures is handed what one receive()
+        # read, inside it; others pull Messages.
+        self.frames = frames
+        return frames is not None
+
     def receive(self, timeout: float) -> Message | None:
         self._ready(timeout)
         if self.queued:
@@ -265,12 +275,32 @@ class RedisTransport(Reconnecting, Transport):
             self._read(timeout)
             if not self.buffer:
                 return None
-        entry_id, payload = self.buffer.popleft()
+        buffer, frames = self.buffer, self.frames
+        if frames is not None:
+            acks = self.to_ack if self.grouped else None
+            while buffer:
+                entry_id, payload = buffer.popleft()
+                frames(payload)
+                if acks is not None:
+                    acks.append(entry_id)
+            return None
+        entry_id, payload = buffer.popleft()
         return unframe(payload, "queue", entry_id)
 
     def _pubsub_message(self, timeout: float) -> Message | None:
         try:
             raw = self.pubsub.get_message(timeout=timeout)
+            frames = self.frames
+            if frames is not None:
+                # What has arrived, a read's worth at most (the worker must see a stop).
+                left = self.count
+                while raw is not None:
+                    frames(raw["data"])
+                    left -= 1
+                    if not left:
+                        break
+                    raw = self.pubsub.get_message(timeout=0)
+                return None
         except ERRORS as exc:
             # The server closed the subscription: a subscriber that fell behind past its
             # client-output-buffer-limit; what was published meanwhile is lost.

@@ -48,7 +48,7 @@ def consumer(role: str, jetstream: bool) -> Receiver | Subscriber:
     worker = {"Receiver": Receiver, "Subscriber": Subscriber}[role](setup)
     worker.prepare()
     worker.move_to(start)
-    transport.deliver(worker._measure)
+    transport.deliver(*worker.sinks())
     return worker
 
 

@@ -14,14 +14,18 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
 from harness.transports.base import TransportError
-from harness.transports.message import Message
+from harness.transports.message import MAGIC, PREFIX, Message
+
+_unpack, _SIZE = PREFIX.unpack_from, PREFIX.size
 
 # What a consumer's handle() made of a message: it decides the acknowledgement.
 HANDLED, RETRY, REFUSED = "handled", "retry", "refused"
@@ -103,10 +107,22 @@ class Consumer(Worker):
         self.transport.subscribe(self.destination)
         self.acks = self.transport.acknowledges()
 
+    def sinks(self) -> tuple[Callable[[Message], None], Callable[[bytes], None] | None]:
+        """What the transport hands pushed messages to (Transport.deliver): a Message, or
+        where the consumer only measures, a framed payload as it came (building a Message
+        costs as much as measuring it)."""
+        if self.transport.inline:
+            return self._measure, None if self.handles else self.consume_frame
+        return self._pushed, None if self.handles else self._pushed_frame
+
     def _pushed(self, message: Message) -> None:
         """On the transport's thread; the lock keeps interval hand-offs whole."""
         with self.lock:
             self._measure(message)
+
+    def _pushed_frame(self, payload: bytes) -> None:
+        with self.lock:
+            self.consume_frame(payload)
 
     def _measure(self, message: Message) -> None:
         """A pushed message, where no interval hand-off can run meanwhile: under the lock,
@@ -123,9 +139,8 @@ class Consumer(Worker):
         receive, consume, lock = self.transport.receive, self.consume, self.lock
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
         if not self.group.transacted and self.push_safe():
-            sink = self._measure if self.transport.inline else self._pushed
             with lock:  # what arrived before the start is measured first, in order
-                if self.transport.deliver(sink):
+                if self.transport.deliver(*self.sinks()):
                     while (message := receive(0)) is not None:
                         consume(message, now_ns())
         while control.consuming and not self.done:
@@ -155,33 +170,13 @@ class Consumer(Worker):
             self.commit()
 
     def consume(self, message: Message, now: int) -> None:
-        if now >= self.next_boundary:
-            self.flush(now)
-        self.last = now
-        rec = self.rec
-        rec.received += 1
-        rec.bytes += len(message.body)
-        producer, seq = message.producer, message.seq
-        if seq >= 0 and producer.startswith(self.run_prefix):
-            arrived = now + EPOCH_OFFSET_NS
-            rec.latency.append((arrived - message.ts) // 1000)
-            rec.service.append((arrived - message.sent) // 1000)
-            expected = self.expected
-            if expected is not None:
-                if expected.get(producer, 0) == seq:  # in order: the tracker's common case
-                    expected[producer] = seq + 1
-                else:
-                    self.tracker.check(producer, seq, now)  # type: ignore[union-attr]
-            elif self.seen is not None:
-                self.seen.add(producer, seq)
+        seq = message.seq
+        if self.measure(message.producer, seq, message.ts, message.sent, len(message.body),
+                        now):
             crc_every = self.crc_every
             if crc_every and seq % crc_every == 0 and message.crc is not None \
                     and zlib.crc32(message.body) != message.crc:
-                rec.corrupt += 1
-        else:
-            # Not from this run's producers (another program, or an earlier run's leftovers):
-            # not timed, not sequence-checked.
-            rec.foreign += 1
+                self.rec.corrupt += 1
         outcome = self.handle(message) if self.handles else HANDLED
         if self.acks:
             try:
@@ -191,12 +186,69 @@ class Consumer(Worker):
                     self.transport.reject(message, outcome is RETRY)
             except TransportError as exc:
                 # Unacknowledged: the broker redelivers, seen as a duplicate.
-                rec.error("ack", exc)
+                self.rec.error("ack", exc)
         count = self.count = self.count + 1
         if self.commit_every and count % self.commit_every == 0:
             self.commit()
         if count == self.group.messages:
             self.done = True
+
+    def consume_frame(self, payload: bytes) -> None:
+        """consume() for a consumer that only measures, from a payload framed as
+        harness.transports.message.frame() frames it, as the transport received it: called
+        where the transport hands messages over, which acknowledges them itself."""
+        if self.done:
+            return
+        now = now_ns()
+        try:
+            magic, _, flags, seq, ts, sent, crc, lp, lr, lc = _unpack(payload)
+        except struct.error:  # shorter than the prefix: not the harness's
+            magic = None
+        try:
+            if magic == MAGIC:
+                at = _SIZE + lp
+                if self.measure(payload[_SIZE:at].decode(), seq, ts, sent,
+                                len(payload) - at - lr - lc, now):
+                    crc_every = self.crc_every
+                    if crc_every and seq % crc_every == 0 and flags & 1 and \
+                            zlib.crc32(memoryview(payload)[at + lr + lc:]) != crc:
+                        self.rec.corrupt += 1
+            else:
+                self.measure("", -1, 0, 0, len(payload), now)
+        except Exception as exc:  # never let a failure vanish into a client library
+            self.failure = self.failure or f"{type(exc).__name__}: {exc}"
+            self.rec.error("consume", exc)
+        count = self.count = self.count + 1
+        if count == self.group.messages:
+            self.done = True
+
+    def measure(self, producer: str, seq: int, ts: int, sent: int, size: int,
+                now: int) -> bool:
+        """Count a message received at now (monotonic ns) and time it from the intended
+        (ts) and actual (sent) send times it carries (epoch ns); False where it is not from
+        this run's producers (another program, or an earlier run's leftovers): counted as
+        foreign, not timed, not sequence-checked."""
+        if now >= self.next_boundary:
+            self.flush(now)
+        self.last = now
+        rec = self.rec
+        rec.received += 1
+        rec.bytes += size
+        if seq < 0 or not producer.startswith(self.run_prefix):
+            rec.foreign += 1
+            return False
+        arrived = now + EPOCH_OFFSET_NS
+        rec.latency.append((arrived - ts) // 1000)
+        rec.service.append((arrived - sent) // 1000)
+        expected = self.expected
+        if expected is not None:
+            if expected.get(producer, 0) == seq:  # in order: the tracker's common case
+                expected[producer] = seq + 1
+            else:
+                self.tracker.check(producer, seq, now)  # type: ignore[union-attr]
+        elif self.seen is not None:
+            self.seen.add(producer, seq)
+        return True
 
     def handle(self, message: Message) -> str:
         """What the role does with a message after it is measured: HANDLED (acknowledged),
