@@ -290,16 +290,11 @@ class RedisTransport(Reconnecting, Transport):
     def _pubsub_message(self, timeout: float) -> Message | None:
         try:
             raw = self.pubsub.get_message(timeout=timeout)
-            frames = self.frames
-            if frames is not None:
-                # What has arrived, a read's worth at most (the worker must see a stop).
-                left = self.count
-                while raw is not None:
-                    frames(raw["data"])
-                    left -= 1
-                    if not left:
-                        break
-                    raw = self.pubsub.get_message(timeout=0)
+            if self.frames is not None:
+                # One a receive, as a Message would be: a read that finds nothing more would
+                # cost a poll of the socket.
+                if raw is not None:
+                    self.frames(raw["data"])
                 return None
         except ERRORS as exc:
             # The server closed the subscription: a subscriber that fell behind past its
