@@ -8,7 +8,8 @@ every message with nats-py's `msg.ack()`. Prints CPU ns a message, best of 5; as
 
 The harness side is a real nats.Receiver or nats.Subscriber worker subscribed through
 JetStream, or with --core through core NATS (nats-server on 127.0.0.1:4222), whose
-transport's callback reads the prefix, builds the Message and measures it in place; the bare
+transport's callback hands the payload to the worker, which reads the prefix and measures it
+in place (Consumer.consume_frame, as in a run); the bare
 side counts the message and reads the clock. No thread switches and no socket reads are in
 either figure: what a consumer costs in a run, where nats-py's reading and parsing come
 first, is transports.py's to measure.
