@@ -166,6 +166,19 @@ def test_basic_authentication_from_user_and_password(harness, brokers, auth_ngin
     assert SECRET not in done.stdout + done.stderr
 
 
+def test_a_bearer_token_given_as_a_header_stays_out_of_run_files(harness, brokers):
+    done = harness("run", "-m", "http.Requestor", "-d", f"{NGINX}/", "--method", "GET",
+                   "--property", f"Authorization=Bearer {SECRET}", "--property", "X-Region=eu",
+                   "-mg", "5", "-rt", "100", "-ss", "1")
+    assert done.code == 0, done.stderr
+    assert done.summary["groups"]["requestor"]["received"] == 5
+    properties = done.manifest["options"]["groups"][0]["properties"]
+    assert properties == {"Authorization": "***", "X-Region": "eu"}
+    for path in done.run_dir.iterdir():
+        assert SECRET not in path.read_text(errors="replace"), path
+    assert SECRET not in done.stdout + done.stderr
+
+
 def test_a_request_the_server_does_not_authorise_is_an_error_by_code(harness, brokers,
                                                                       auth_nginx):
     done = harness("run", "-m", "http.Requestor", "-d", auth_nginx, "--method", "GET",

@@ -59,9 +59,11 @@ def test_manifest_and_jsonl_describe_the_run(harness):
 def test_secrets_never_reach_the_manifest():
     from harness.rundir.writer import scrub
     cleaned = scrub({"host": "h", "passcode": "s3cret", "nested": [{"password": "x"}],
-                     "token": ""})
+                     "token": "", "properties": {"Authorization": "Bearer b", "X-Api-Key": "k",
+                                                 "Cookie": "c", "region": "eu"}})
     assert cleaned == {"host": "h", "passcode": "***", "nested": [{"password": "***"}],
-                       "token": ""}
+                       "token": "", "properties": {"Authorization": "***", "X-Api-Key": "***",
+                                                  "Cookie": "***", "region": "eu"}}
 
 
 def test_a_password_never_appears_in_output_or_run_files(harness, tmp_path):

@@ -23,7 +23,10 @@ HLOG_FORMAT_VERSION = "1.3"
 # Interval_Max in the .hlog is in milliseconds, as HdrHistogram's own tools expect for
 # histograms of microsecond values divided by this ratio.
 HLOG_MAX_VALUE_UNIT_RATIO = 1000.0
-_SECRET_KEY = re.compile(r"pass(word|code)?|secret|token|credential", re.IGNORECASE)
+# Keys whose values are secrets: options (--password) and properties alike, for an HTTP
+# header such as `--property "Authorization=Bearer ..."` is a credential too.
+_SECRET_KEY = re.compile(r"pass(word|code)?|secret|token|credential|auth|api[-_]?key|cookie",
+                         re.IGNORECASE)
 
 
 def record_base(run: str, node: str, process: int, interval: int, start: float,

@@ -215,9 +215,11 @@ class RunStats:
 
     def summary(self) -> dict[str, Any]:
         groups: dict[str, Any] = {}
-        # Every message a group sent was received by the broker, and every message a group
-        # received was dispatched by it (replies included).
-        sent_rate = self._rate(self.groups, lambda t, c: c.get("sent", 0))
+        # Every message a group sent was received by the broker, but for those it refused
+        # after all or that never reached it (failed sends, counted as refused); every
+        # message a group received was dispatched by it (replies included).
+        sent_rate = self._rate(self.groups,
+                               lambda t, c: c.get("sent", 0) - c.get("refused", 0))
         received_rate = self._rate(self.groups, lambda t, c: c.get("received", 0))
         for i, totals in enumerate(self.groups):
             spec = totals.spec
