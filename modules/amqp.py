@@ -463,10 +463,11 @@ class AmqpTransport(DrivenTransport):
             self._sent(None, message)
 
     def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None) -> bool:
+                frames: Callable[[bytes], None] | None = None,
+                headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         # Waiting for a reply's confirmation turns pika's loop, which a reply sent inside
         # its dispatch may not: such a Responder pulls.
-        return not self.confirm_each and super().deliver(sink)
+        return not self.confirm_each and super().deliver(sink, None, headed)
 
     def _await_confirms(self, most: int) -> None:
         """Turn the loop until at most `most` sends await confirmation."""
@@ -543,6 +544,13 @@ class AmqpTransport(DrivenTransport):
             f"consume from {queue}")
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        headed = self.headed
+        if headed is not None:  # a consumer that only measures, and auto acknowledgements
+            if method.redelivered:
+                self.feedback.redelivery()
+            headers = properties.headers
+            headed(headers.get(HEADER) if headers else None, body)
+            return
         if not self.replying:  # only a Responder sends while pika dispatches
             self.arrived((method, properties, body))
             return

@@ -351,7 +351,8 @@ class Amqp10Transport(DrivenTransport):
             self._settle(len(self.pending))
 
     def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None) -> bool:
+                frames: Callable[[bytes], None] | None = None,
+                headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         # A Responder's reply may open a link to a new reply address, which waits for the
         # broker: that cannot happen inside the container's dispatch, so it pulls.
         return self.settings.role != "Responder" and super().deliver(sink)

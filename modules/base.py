@@ -155,13 +155,16 @@ class Transport(ABC):
         """The next message of the subscription, or None after timeout seconds."""
 
     def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None) -> bool:
+                frames: Callable[[bytes], None] | None = None,
+                headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         """Hand every message to sink on the transport's own network thread instead of
         queueing it for receive() (a hand-off would add a wake-up to every measured
-        latency); False where the transport has no thread of its own. frames, given by a
-        consumer that only measures: a transport whose payloads carry the harness's prefix
-        (harness.transports.message.frame) may hand it each payload as received instead of
-        a Message to sink, and then acknowledges the message itself."""
+        latency); False where the transport has no thread of its own. frames and headed,
+        given by a consumer that only measures, take what came instead of a Message to sink:
+        a transport whose payloads carry the harness's prefix
+        (harness.transports.message.frame) may hand frames each payload, and then
+        acknowledges the message itself; one whose header HEADER carries the fields may hand
+        headed that header's value and the body of each message it need not acknowledge."""
         return False
 
     def flush(self) -> None:

@@ -55,11 +55,14 @@ def header(message: Message) -> str:
 
 def from_header(text: str | None) -> tuple[int, int, int, int | None, str]:
     """(seq, intended ns, sent ns, crc, producer id) from HEADER's value; a message without
-    it (from another client) gets seq -1."""
-    if text is None:
-        return -1, 0, 0, None, ""
-    seq, ts, sent, crc, producer = text.split(",", 4)
-    return int(seq), int(ts), int(sent), None if crc == "-" else int(crc), producer
+    it, or with another program's header of that name, gets seq -1."""
+    if text is not None:
+        try:
+            seq, ts, sent, crc, producer = text.split(",", 4)
+            return int(seq), int(ts), int(sent), None if crc == "-" else int(crc), producer
+        except ValueError:
+            pass
+    return -1, 0, 0, None, ""
 
 
 # Transports without headers (MQTT 3.1.1, Redis pub/sub) or where headers cost more than the

@@ -29,6 +29,8 @@ class NetworkTransport(Transport):
         self.inbox: Inbox[Any] = Inbox()
         self.sink: Callable[[Message], None] | None = None
         self.frames: Callable[[bytes], None] | None = None
+        # Set only where no message needs acknowledging (Transport.deliver)
+        self.headed: Callable[[str | None, bytes], None] | None = None
         self.sink_lock = threading.Lock()
 
     @abstractmethod
@@ -45,12 +47,14 @@ class NetworkTransport(Transport):
         sink(self.message(raw))
 
     def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None) -> bool:
+                frames: Callable[[bytes], None] | None = None,
+                headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         # Under the lock arrived() holds while it chooses: once this returns, nothing more
         # goes into the inbox, so the caller can drain it and keep the order.
         with self.sink_lock:
             self.sink = sink
             self.frames = frames
+            self.headed = None if self.acknowledges() else headed
         return True
 
     def take(self, timeout: float) -> Message | None:

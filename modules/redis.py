@@ -259,7 +259,8 @@ class RedisTransport(Reconnecting, Transport):
             raise TransportError(f"subscribe to {name}: {_reason(exc)}") from None
 
     def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None) -> bool:
+                frames: Callable[[bytes], None] | None = None,
+                headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         # No thread of its own: a consumer that only measures is handed what one receive()
         # read, inside it; others pull Messages.
         self.frames = frames

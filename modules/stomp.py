@@ -82,7 +82,15 @@ class _Listener(stomp.ConnectionListener):
         self.transport = transport
 
     def on_message(self, frame: Any) -> None:
-        self.transport.arrived(frame)
+        transport = self.transport
+        headed = transport.headed
+        if headed is None:
+            transport.arrived(frame)
+            return
+        # A consumer that only measures, and auto acknowledgements
+        headers = frame.headers
+        transport.redelivered(headers)
+        headed(headers.get(HEADER), frame.body)
 
     def on_receipt(self, frame: Any) -> None:
         event = self.transport.receipts.pop(frame.headers.get("receipt-id"), None)
@@ -294,12 +302,15 @@ class StompTransport(NetworkTransport):
         h = frame.headers
         reply_to = h.get("reply-to")
         seq, ts, sent, crc, producer = from_header(h.get(HEADER))
-        if h.get("redelivered") == "true":
-            self.feedback.redelivery()
+        self.redelivered(h)
         return Message(frame.body, producer, seq, ts, sent, crc, None, h.get("correlation-id"),
                        Destination("queue", reply_to) if reply_to else None,
                        h.get("persistent") == "true",
                        (h.get("ack") or h.get("message-id"), h.get("subscription")))
+
+    def redelivered(self, headers: dict[str, str]) -> None:
+        if headers.get("redelivered") == "true":
+            self.feedback.redelivery()
 
     def acknowledges(self) -> bool:
         return self.ack_mode != "auto"

@@ -1,5 +1,6 @@
-"""A consumer that only measures takes framed payloads as they came (consume_frame); every
-other consumer takes Messages (consume). Both must count, time and check a stream alike."""
+"""A consumer that only measures takes what came as it came: framed payloads
+(consume_frame) or a header's value and a body (consume_header); every other consumer takes
+Messages (consume). All must count, time and check a stream alike."""
 
 import time
 import zlib
@@ -7,7 +8,7 @@ from collections import deque
 
 import pytest
 from harness.transports.loopback import LoopbackTransport, reset_broker
-from harness.transports.message import Message, frame, unframe
+from harness.transports.message import Message, frame, from_header, header, unframe
 
 from harness.clock import now_ns
 from harness.engine.roles import Receiver, Subscriber
@@ -51,32 +52,68 @@ def stream(prefix):
             b"XY" + bytes(100)]
 
 
+def headed(prefix):
+    """The same stream as the transports with headers deliver it: the harness header's value
+    (none from another program, or another program's header of that name) and the body."""
+    out = []
+    for payload in stream(prefix):
+        message = unframe(payload)
+        out.append((header(message) if message.seq >= 0 else None, bytes(message.body)))
+    # "1,2,3,-,..." parses (a producer id may hold commas) and is another run's.
+    return [*out, ("1,2,3,-,not,the,harness's", b"q" * 10), ("just-a-word", b"w")]
+
+
+def as_message(delivery):
+    """What the transport would build instead: the Message consume() takes."""
+    if len(delivery) == 1:
+        return unframe(delivery[0])
+    seq, ts, sent, crc, producer = from_header(delivery[0])
+    return Message(delivery[1], producer, seq, ts, sent, crc)
+
+
 @pytest.mark.parametrize("role", ["Subscriber", "Receiver"])
-def test_framed_payloads_are_measured_as_messages_are(role):
-    by_message, by_frame = consumer(role, crc=1.0), consumer(role, crc=1.0)
-    payloads = stream(by_message.run_prefix)
-    assert by_frame.sinks()[1] is not None  # a Subscriber or Receiver takes frames
+@pytest.mark.parametrize("path, received, foreign, extra_bytes", [
+    ("frame", 12, 4, 0), ("header", 14, 6, 11)])
+def test_what_came_is_measured_as_messages_are(role, path, received, foreign, extra_bytes):
+    by_message, by_path = consumer(role, crc=1.0), consumer(role, crc=1.0)
+    if path == "frame":
+        deliveries = [(p,) for p in stream(by_message.run_prefix)]
+        take, sink = by_path.consume_frame, 1
+    else:
+        deliveries, take, sink = headed(by_message.run_prefix), by_path.consume_header, 2
+    assert by_path.sinks()[sink] is not None  # a Subscriber or Receiver takes what came
     before = time.time_ns()
-    for payload in payloads:
-        by_message.consume(unframe(payload), now_ns())
-        by_frame.consume_frame(payload)
+    for delivery in deliveries:
+        by_message.consume(as_message(delivery), now_ns())
+        take(*delivery)
     after = time.time_ns()
-    a, b = by_message.rec, by_frame.rec
-    counters = ("received", "bytes", "foreign", "corrupt", "duplicated", "reordered", "lost")
+    a, b = by_message.rec, by_path.rec
+    counters = ("received", "bytes", "foreign", "corrupt", "duplicated", "reordered", "lost",
+                "errors")
     assert {c: getattr(b, c) for c in counters} == {c: getattr(a, c) for c in counters}
-    assert (a.received, a.foreign, a.corrupt) == (12, 4, 1)
-    assert a.bytes == 100 * 6 + 50 + 20_000 + 1 + 0 + 5 + 102
+    assert (a.received, a.foreign, a.corrupt, a.errors) == (received, foreign, 1, 0)
+    assert a.bytes == 100 * 6 + 50 + 20_000 + 1 + 0 + 5 + 102 + extra_bytes
     if role == "Subscriber":  # the only consumer: sequences checked
         assert (a.duplicated, a.reordered) == (1, 1)
-        assert by_frame.tracker.expected == by_message.tracker.expected
+        assert by_path.tracker.expected == by_message.tracker.expected
     else:  # competing receivers: what each saw, for the run's check
-        assert by_frame.seen.bits == by_message.seen.bits
+        assert by_path.seen.bits == by_message.seen.bits
     # Timed from the intended and the actual send: 1 ms apart, both in the window.
     assert len(b.latency) == len(b.service) == len(a.latency) == 8
     for latency, service in zip(b.latency, b.service, strict=True):
         assert latency - service == 1000
         assert 5000 <= service <= 5000 + (after - before) // 1000 + 1000
-    assert by_frame.count == by_message.count == 12
+    assert by_path.count == by_message.count == received
+
+
+def test_a_framed_payload_with_a_damaged_producer_id_is_foreign():
+    from harness.transports.message import PREFIX
+    worker = consumer("Subscriber")
+    payload = stream(worker.run_prefix)[0]
+    damaged = payload[:PREFIX.size] + b"\xff" * 5 + payload[PREFIX.size + 5:]
+    worker.consume_frame(damaged)
+    assert (worker.rec.received, worker.rec.foreign, worker.rec.errors) == (1, 1, 0)
+    assert worker.failure is None
 
 
 def test_a_framed_consumer_stops_at_its_message_count():
@@ -100,5 +137,5 @@ def test_a_consumer_that_handles_messages_takes_no_frames():
                         NS, run_id="test")
     responder = Responder(setup)
     responder.prepare()
-    assert responder.sinks()[1] is None  # it needs the reply-to a Message carries
+    assert responder.sinks()[1:] == (None, None)  # it needs the reply-to a Message carries
 

@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""What the harness's NATS subscription callback costs beside a bare one, on one thread:
-both are fed the same messages (256-byte bodies behind the harness's prefix, built before
-the clock starts) on one nats-py connection's event loop; through JetStream each acknowledges
-every message with nats-py's `msg.ack()`. Prints CPU ns a message, best of 5; asserts nothing.
+"""What the harness's receiving callback costs beside a bare one, on one thread: both are fed
+the same deliveries (256-byte bodies carrying the harness's fields, built before the clock
+starts) as the client library hands them to its callback. Prints CPU ns a message, best of
+5; asserts nothing.
 
-    .venv/bin/python contrib/bench/callback.py [--messages 100000] [--role Subscriber] [--core]
+    .venv/bin/python contrib/bench/callback.py [--transport nats] [--core] [--role Subscriber]
+                                               [--messages 100000]
 
-The harness side is a real nats.Receiver or nats.Subscriber worker subscribed through
-JetStream, or with --core through core NATS (nats-server on 127.0.0.1:4222), whose
-transport's callback hands the payload to the worker, which reads the prefix and measures it
-in place (Consumer.consume_frame, as in a run); the bare
-side counts the message and reads the clock. No thread switches and no socket reads are in
-either figure: what a consumer costs in a run, where nats-py's reading and parsing come
-first, is transports.py's to measure.
+The harness side is a real Receiver or Subscriber worker of the transport, connected and
+subscribed, whose transport's callback hands what came to the worker, which measures it in
+place without building a Message, as in a run:
+
+- nats (nats-server on 127.0.0.1:4222): through JetStream, or with --core through core
+  NATS, the payload behind the harness's prefix (Consumer.consume_frame) on nats-py's event
+  loop; through JetStream both sides acknowledge every message with nats-py's `msg.ack()`.
+- amqp (RabbitMQ on 5672): pika's basic_consume callback, auto acknowledgements; the
+  harness header's value and the body (Consumer.consume_header).
+- stomp (RabbitMQ's STOMP on 61614): stomp.py's listener, auto acknowledgements; the same,
+  under the lock that keeps a worker's interval hand-off whole (stomp.py's receiver thread
+  is not the worker's).
+
+The bare side counts the message and reads the clock. No thread switches and no socket reads
+are in either figure: what a consumer costs in a run, where the library's reading and parsing
+come first, is transports.py's to measure.
 """
 
 from __future__ import annotations
@@ -21,10 +31,11 @@ import argparse
 import gc
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
-from harness.transports.message import Message, frame
-from harness.transports.nats import NatsTransport, stream_name
-from nats.aio.msg import Msg
+from harness.transports import transport_class
+from harness.transports.message import HEADER, Message, frame, header
 
 from harness.clock import now_ns
 from harness.engine.roles import Receiver, Subscriber
@@ -33,90 +44,134 @@ from harness.spec.group import group_spec
 from harness.spec.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
-SUBJECT = "bench.callback"
+DESTINATION = "bench.callback"
+CONNECTION = {"nats": {}, "amqp": {},
+              "stomp": {"port": 61614, "flavour": "rabbitmq", "vhost": "/"}}
 
 
-def consumer(role: str, jetstream: bool) -> Receiver | Subscriber:
-    group = group_spec({"module": f"nats.{role}", "destination": SUBJECT,
-                        "jetstream": jetstream})
+def consumer(transport: str, role: str, jetstream: bool) -> Receiver | Subscriber:
+    group = group_spec({"module": f"{transport}.{role}", "destination": DESTINATION,
+                        **({"jetstream": True} if jetstream else {}),
+                        **CONNECTION[transport]})
     assign_group_names([group])
     run = RunSpec(groups=[group], interval=1.0)
     start = now_ns()
     control = Control(Timeline.of(run, start), 10**9)
-    transport = NatsTransport(group.settings(run.node, 0, 0, 0))
-    setup = WorkerSetup(group, 0, 0, 0, run.node, control, deque(), transport, bytes(256),
-                        True, 10**9, run_id="bench")
+    setup = WorkerSetup(group, 0, 0, 0, run.node, control, deque(),
+                        transport_class(transport)(group.settings(run.node, 0, 0, 0)),
+                        bytes(256), True, 10**9, run_id="bench")
     worker = {"Receiver": Receiver, "Subscriber": Subscriber}[role](setup)
     worker.prepare()
     worker.move_to(start)
-    transport.deliver(*worker.sinks())
+    worker.transport.deliver(*worker.sinks())
     return worker
 
 
-def messages(worker: Receiver | Subscriber, n: int) -> list[Msg]:
-    """Deliveries as nats-py makes them; through JetStream first deliveries all, whose
-    acknowledgements go to a subject nobody consumes."""
-    producer, now = worker.run_prefix + "bench-0-0", time.time_ns()
-    nc = worker.transport.nc
-    jetstream = worker.transport.js is not None
-    return [Msg(_client=nc, subject=SUBJECT, data=frame(Message(bytes(256), producer, i, now,
-                                                                now)),
-                reply=f"$JS.ACK.bench.callback.1.{i + 1}.{i + 1}.{now}.0" if jetstream
-                else "") for i in range(n)]
+def sent(worker: Receiver | Subscriber, n: int) -> list[Message]:
+    """n messages of a new producer (each round's numbers start at 0 again)."""
+    rounds = worker.rounds = getattr(worker, "rounds", 0) + 1
+    producer, now = worker.run_prefix + f"bench-{rounds}-0", time.time_ns()
+    return [Message(bytes(256), producer, i, now, now) for i in range(n)]
+
+
+# -- each transport: its deliveries as the library makes them, and (bare, harness) callbacks
+def nats(worker: Any, n: int, counted: list[int]) -> tuple[list[Any], Callable, Callable]:
+    from nats.aio.msg import Msg
+    transport = worker.transport
+    jetstream = transport.js is not None
+    # Through JetStream first deliveries all, whose acknowledgements go to a subject nobody
+    # consumes.
+    deliveries = [Msg(_client=transport.nc, subject=DESTINATION, data=frame(m),
+                      reply=f"$JS.ACK.bench.callback.1.{m.seq + 1}.{m.seq + 1}.{m.ts}.0"
+                      if jetstream else "") for m in sent(worker, n)]
+
+    async def bare(msg: Msg) -> None:
+        counted[0] += 1
+        time.monotonic()
+        if jetstream:
+            await msg.ack()
+
+    return deliveries, bare, transport._on_message if jetstream else transport._on_measured
+
+
+def amqp(worker: Any, n: int, counted: list[int]) -> tuple[list[Any], Callable, Callable]:
+    import pika.spec
+    deliveries = [(None, pika.spec.Basic.Deliver(delivery_tag=m.seq + 1, redelivered=False),
+                   pika.spec.BasicProperties(headers={HEADER: header(m)}), m.body)
+                  for m in sent(worker, n)]
+
+    def bare(channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        counted[0] += 1
+        time.monotonic()
+
+    return deliveries, bare, worker.transport._on_message
+
+
+def stomp(worker: Any, n: int, counted: list[int]) -> tuple[list[Any], Callable, Callable]:
+    import stomp.utils
+    from harness.transports.stomp import _Listener
+    deliveries = [(stomp.utils.Frame("MESSAGE", {HEADER: header(m), "subscription": "1",
+                                                 "destination": f"/topic/{DESTINATION}",
+                                                 "message-id": str(m.seq)}, m.body),)
+                  for m in sent(worker, n)]
+
+    def bare(frame: Any) -> None:
+        counted[0] += 1
+        time.monotonic()
+
+    return deliveries, bare, _Listener(worker.transport).on_message
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--transport", choices=("nats", "amqp", "stomp"), default="nats")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--role", choices=("Receiver", "Subscriber"), default="Subscriber")
-    parser.add_argument("--core", action="store_true", help="core NATS, not JetStream")
+    parser.add_argument("--core", action="store_true", help="nats: core NATS, not JetStream")
     args = parser.parse_args()
-    worker = consumer(args.role, not args.core)
+    jetstream = args.transport == "nats" and not args.core
+    worker = consumer(args.transport, args.role, jetstream)
     transport = worker.transport
     counted = [0]
+    make = {"nats": nats, "amqp": amqp, "stomp": stomp}[args.transport]
 
-    async def bare_core(msg: Msg) -> None:
-        counted[0] += 1
-        time.monotonic()
-
-    async def bare_jetstream(msg: Msg) -> None:
-        counted[0] += 1
-        time.monotonic()
-        await msg.ack()
-
-    bare, harness = (bare_core, transport._on_measured) if args.core else \
-        (bare_jetstream, transport._on_message)
-
-    async def feed(callback, batch: list[Msg]) -> None:
-        for msg in batch:
+    async def feed(callback: Callable, deliveries: list[Any]) -> None:
+        for msg in deliveries:
             await callback(msg)
         await transport.nc.flush()
 
-    def measure(callback) -> float:
-        batch = messages(worker, args.messages)
+    def measure(callback: Callable, deliveries: list[Any]) -> float:
         gc.collect()
         before = time.process_time()
-        transport.loop.run_until_complete(feed(callback, batch))
+        if args.transport == "nats":
+            transport.loop.run_until_complete(feed(callback, deliveries))
+        else:
+            for delivery in deliveries:
+                callback(*delivery)
         return (time.process_time() - before) / args.messages * 1e9
 
     gc.disable()
     runs: dict[str, list[float]] = {"bare": [], "harness": []}
     try:
         for _ in range(5):
-            runs["bare"].append(measure(bare))
-            if worker.expected is not None:
-                worker.expected.clear()  # every run's numbers start at 0 again
-            runs["harness"].append(measure(harness))
+            # Deliveries of their own for each side: a JetStream message is acknowledged once.
+            deliveries, bare, _ = make(worker, args.messages, counted)
+            runs["bare"].append(measure(bare, deliveries))
+            deliveries, _, harness = make(worker, args.messages, counted)
+            runs["harness"].append(measure(harness, deliveries))
     finally:
         gc.enable()
         worker.done = True
-        if not args.core:
-            transport.loop.run_until_complete(transport.js.delete_stream(stream_name(SUBJECT)))
+        if jetstream:
+            from harness.transports.nats import stream_name
+            transport.loop.run_until_complete(
+                transport.js.delete_stream(stream_name(DESTINATION)))
         transport.close()
     bare_ns, harness_ns = min(runs["bare"]), min(runs["harness"])
-    kind = "core NATS" if args.core else "JetStream"
-    print(f"{kind} nats.{args.role} callback, {args.messages:,} messages, CPU ns a message "
-          f"on one thread, best of 5")
+    kind = {"nats": "core NATS" if args.core else "JetStream", "amqp": "AMQP 0-9-1 (pika)",
+            "stomp": "STOMP (stomp.py)"}[args.transport]
+    print(f"{kind} {args.transport}.{args.role} callback, {args.messages:,} messages, CPU ns a "
+          f"message on one thread, best of 5")
     print(f"bare {bare_ns:6.0f}  harness {harness_ns:6.0f}  harness adds "
           f"{harness_ns - bare_ns:5.0f}")
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
 from harness.transports.base import TransportError
-from harness.transports.message import MAGIC, PREFIX, Message
+from harness.transports.message import MAGIC, PREFIX, Message, from_header
 
 _unpack, _SIZE = PREFIX.unpack_from, PREFIX.size
 
@@ -107,13 +107,17 @@ class Consumer(Worker):
         self.transport.subscribe(self.destination)
         self.acks = self.transport.acknowledges()
 
-    def sinks(self) -> tuple[Callable[[Message], None], Callable[[bytes], None] | None]:
+    def sinks(self) -> tuple[Callable[[Message], None], Callable[[bytes], None] | None,
+                             Callable[[str | None, bytes], None] | None]:
         """What the transport hands pushed messages to (Transport.deliver): a Message, or
-        where the consumer only measures, a framed payload as it came (building a Message
-        costs as much as measuring it)."""
-        if self.transport.inline:
-            return self._measure, None if self.handles else self.consume_frame
-        return self._pushed, None if self.handles else self._pushed_frame
+        where the consumer only measures, what came as it came, a framed payload or a
+        header's value and a body (building a Message costs as much as measuring it)."""
+        inline = self.transport.inline
+        if self.handles:
+            return self._measure if inline else self._pushed, None, None
+        if inline:
+            return self._measure, self.consume_frame, self.consume_header
+        return self._pushed, self._pushed_frame, self._pushed_header
 
     def _pushed(self, message: Message) -> None:
         """On the transport's thread; the lock keeps interval hand-offs whole."""
@@ -123,6 +127,10 @@ class Consumer(Worker):
     def _pushed_frame(self, payload: bytes) -> None:
         with self.lock:
             self.consume_frame(payload)
+
+    def _pushed_header(self, text: str | None, body: bytes) -> None:
+        with self.lock:
+            self.consume_header(text, body)
 
     def _measure(self, message: Message) -> None:
         """A pushed message, where no interval hand-off can run meanwhile: under the lock,
@@ -204,17 +212,37 @@ class Consumer(Worker):
             magic, _, flags, seq, ts, sent, crc, lp, lr, lc = _unpack(payload)
         except struct.error:  # shorter than the prefix: not the harness's
             magic = None
+        if magic == MAGIC:
+            at = _SIZE + lp
+            try:
+                producer = payload[_SIZE:at].decode()
+            except UnicodeDecodeError:  # damaged: no producer of this run
+                producer = ""
+            self._measure_only(producer, seq, ts, sent, crc if flags & 1 else None, payload,
+                               at + lr + lc, now)
+        else:
+            self._measure_only("", -1, 0, 0, None, payload, 0, now)
+
+    def consume_header(self, text: str | None, body: bytes) -> None:
+        """consume_frame() for a transport whose header HEADER carries the fields
+        (harness.transports.message.header()): that header's value (None where the message
+        has none) and the body, as the transport received them."""
+        if self.done:
+            return
+        now = now_ns()
+        seq, ts, sent, crc, producer = from_header(text)
+        self._measure_only(producer, seq, ts, sent, crc, body, 0, now)
+
+    def _measure_only(self, producer: str, seq: int, ts: int, sent: int, crc: int | None,
+                      payload: bytes, start: int, now: int) -> None:
+        """What consume_frame and consume_header share: measure, check the body from start
+        against its CRC where due, count."""
         try:
-            if magic == MAGIC:
-                at = _SIZE + lp
-                if self.measure(payload[_SIZE:at].decode(), seq, ts, sent,
-                                len(payload) - at - lr - lc, now):
-                    crc_every = self.crc_every
-                    if crc_every and seq % crc_every == 0 and flags & 1 and \
-                            zlib.crc32(memoryview(payload)[at + lr + lc:]) != crc:
-                        self.rec.corrupt += 1
-            else:
-                self.measure("", -1, 0, 0, len(payload), now)
+            if self.measure(producer, seq, ts, sent, len(payload) - start, now):
+                crc_every = self.crc_every
+                if crc_every and crc is not None and seq % crc_every == 0 and \
+                        zlib.crc32(memoryview(payload)[start:]) != crc:
+                    self.rec.corrupt += 1
         except Exception as exc:  # never let a failure vanish into a client library
             self.failure = self.failure or f"{type(exc).__name__}: {exc}"
             self.rec.error("consume", exc)
