@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -45,6 +46,7 @@ from harness.spec.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
 DESTINATION = "bench.callback"
+ROUNDS = itertools.count()
 CONNECTION = {"nats": {}, "amqp": {},
               "stomp": {"port": 61614, "flavour": "rabbitmq", "vhost": "/"}}
 
@@ -69,8 +71,7 @@ def consumer(transport: str, role: str, jetstream: bool) -> Receiver | Subscribe
 
 def sent(worker: Receiver | Subscriber, n: int) -> list[Message]:
     """n messages of a new producer (each round's numbers start at 0 again)."""
-    rounds = worker.rounds = getattr(worker, "rounds", 0) + 1
-    producer, now = worker.run_prefix + f"bench-{rounds}-0", time.time_ns()
+    producer, now = worker.run_prefix + f"bench-{next(ROUNDS)}-0", time.time_ns()
     return [Message(bytes(256), producer, i, now, now) for i in range(n)]
 
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 from harness.spec.topology import CONSUMERS, endpoints
-from harness.stats.figures import run_loss, us_per_message
+from harness.stats.figures import kept, run_loss, us_per_message
 from harness.stats.intervals import IntervalView
 
 # The backlog grows if it rises faster than this share of the delivered rate (and at least
@@ -49,7 +49,7 @@ def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
             for i in point.producers:
                 if run.groups[i].name in view.groups:
                     c = view.groups[run.groups[i].name].counters
-                    backlog += (c["sent"] - c["refused"]) * point.copies
+                    backlog += kept(c) * point.copies
             for i in point.consumers:
                 if run.groups[i].name in view.groups:
                     c = view.groups[run.groups[i].name].counters

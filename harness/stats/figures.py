@@ -41,6 +41,12 @@ MACHINE_CPU_LIMIT = 90.0
 BROKER_CPU_LABEL = "broker CPU ms per message received"
 
 
+def kept(counters: dict[str, int]) -> int:
+    """The sends the broker kept: everything sent, less those it refused after they were
+    counted (returned, negatively confirmed) or that never reached it (failed sends)."""
+    return counters.get("sent", 0) - counters.get("refused", 0)
+
+
 def role_count(role: str, counters: dict[str, int]) -> int:
     """The messages a group's rate counts: received for consumers and for Requestor (round
     trips), sent for producers."""

@@ -25,6 +25,7 @@ from harness.stats.figures import (
     closed_loop,
     cores,
     headline_metric,
+    kept,
     mean,
     per_core_rate,
     rate,
@@ -215,11 +216,9 @@ class RunStats:
 
     def summary(self) -> dict[str, Any]:
         groups: dict[str, Any] = {}
-        # Every message a group sent was received by the broker, but for those it refused
-        # after all or that never reached it (failed sends, counted as refused); every
-        # message a group received was dispatched by it (replies included).
-        sent_rate = self._rate(self.groups,
-                               lambda t, c: c.get("sent", 0) - c.get("refused", 0))
+        # The broker received what it kept of every group's sends, and dispatched every
+        # message a group received (replies included).
+        sent_rate = self._rate(self.groups, lambda t, c: kept(c))
         received_rate = self._rate(self.groups, lambda t, c: c.get("received", 0))
         for i, totals in enumerate(self.groups):
             spec = totals.spec
@@ -342,10 +341,8 @@ class RunStats:
         for point in endpoints(self.run).values():
             if not point.checked:
                 continue
-            # A send the broker refused after it was counted (a returned or negatively
-            # confirmed message) was sent, but is not expected at any consumer.
-            sent = sum(self.groups[i].everything["sent"] - self.groups[i].everything["refused"]
-                       for i in point.producers)
+            # A send the broker did not keep is not expected at any consumer.
+            sent = sum(kept(self.groups[i].everything) for i in point.producers)
             received = sum(self.groups[i].everything["received"] for i in point.consumers)
             expected = sent * point.copies
             destination = str(point)
