@@ -1,5 +1,7 @@
 """Every role on the loopback transport, run through the CLI."""
 
+import pytest
+
 from harness.stats.histogram import decode
 
 
@@ -38,7 +40,9 @@ def test_publish_subscribe_fans_out_to_every_subscriber(harness):
     summary = result.summary
     assert summary["groups"]["publisher"]["sent"] == 1000
     assert summary["groups"]["subscriber"]["received"] == 3000
-    assert summary["throughput"]["replication_grade"] == 3.0
+    # Rates are over the measured span: the last message's copies may reach a subscriber
+    # in the drain that follows it, so the grade is three less a copy or two in 3,000.
+    assert summary["throughput"]["replication_grade"] == pytest.approx(3.0, abs=0.01)
     assert summary["delivery"][0]["missing"] == 0
 
 
