@@ -73,10 +73,10 @@ ACTIVEMQ_XML=/etc/activemq/instances-available/main/activemq.xml
 STOMP_URI='stomp://127.0.0.1:61613?transport.tcpNoDelay=true'
 MQTT_URI='mqtt://127.0.0.1:1884?transport.tcpNoDelay=true'
 # ActiveMQ sizes its message memory at 70% of the heap when none is set (358 MB of 512), and
-# its accounting counts less than a message holds: an unthrottled topic publisher 2.5 times
-# faster than its subscriber filled the heap in seconds and left the broker in endless full
-# collections, every connection hanging. At a fifth of the heap its producer flow control
-# holds the publisher back first.
+# its accounting counts less than a message holds: an unthrottled STOMP topic publisher twice
+# as fast as its subscriber filled the heap within a few benchmark runs and left the broker in
+# back-to-back full collections, every connection hanging. At a fifth of the heap its
+# producer flow control holds the publisher back first.
 MEMORY_USAGE='<systemUsage><systemUsage><memoryUsage><memoryUsage percentOfJvmHeap="20"/></memoryUsage></systemUsage></systemUsage>'
 activemq_configure() {  # prints "changed" when it edited the configuration
     if ! grep -q '<systemUsage>' "$ACTIVEMQ_XML"; then
