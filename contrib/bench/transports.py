@@ -29,6 +29,17 @@ or --fed-rate): unthrottled, each consumer runs behind its own producer, and one
 slower producer reads fewer messages per wake-up, each costing more; fed alike, the two
 consumers' CPU per message compare the same load. --fed-rate N feeds every case at N msg/s,
 so that two runs of the script (before and after a change) compare the same load.
+With --together, the two consumers are measured at the same time instead, each behind its own
+paced harness producer (on alternate runs each behind the other's), and each run's ratio
+pairs figures from one window: on a virtual machine whose speed drifts by a third from one
+minute to the next, ratios of runs taken a minute apart carry that drift, and paired ratios
+do not. Both consumers then share the last CPU and the producers keep to the first (with two
+CPUs or more): unpinned, the scheduler's placement of the broker and the producers moved one
+consumer's cost and not the other's, and paired ratios of one case ranged from 0.7 to 1.6.
+
+The bare loops run with glibc's allocator set as the harness sets it in its own processes
+(harness.engine.allocator): without it, a small process maps, faults in and unmaps a buffer
+for every socket read.
 
 With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
 group alike: each send when it is due, what is queued written out before the loop sleeps.
@@ -51,6 +62,7 @@ import contextlib
 import functools
 import gc
 import json
+import os
 import select
 import socket
 import statistics
@@ -82,28 +94,56 @@ FED_SHARE = 0.6  # the feed's rate: this share of the slowest unthrottled rate o
 SAMPLE = ["-ss", "0.5"]  # the harness's interval, set by --sample-seconds
 # (producer, consumer) us a message: message_path.py's floor, measured once by main()
 FLOOR = [0.0, 0.0]
+# The bare loops' environment: glibc's allocator set as the harness sets it in each of its
+# measuring processes (harness.engine.allocator), read by main(). Without it, a bare loop
+# whose imports never raised glibc's mapping threshold paid a mapping and two page faults
+# per socket read, a tenth of its CPU time, and the harness looked cheaper than it.
+BARE_ENV: dict[str, str] = {}
 
 
-def harness(seconds: float, *groups: list[str], drain: float = 60.0
-            ) -> dict[str, tuple[float, float]]:
+def harness(seconds: float, *groups: list[str], drain: float = 60.0,
+            warmup: float = WARMUP, cpu: int | None = None) -> dict[str, tuple[float, float]]:
     """Measured-phase rate of each group (sent for producers, received for consumers) and
     its client CPU microseconds per message."""
+    return harness_wait(harness_start(seconds, *groups, drain=drain, warmup=warmup, cpu=cpu))
+
+
+def harness_start(seconds: float, *groups: list[str], drain: float = 60.0,
+                  warmup: float = WARMUP, cpu: int | None = None
+                  ) -> tuple[subprocess.Popen, tempfile.TemporaryDirectory, list[str]]:
+    """A harness run started in the background (on one CPU if cpu is set, its group
+    processes too); harness_wait() reads its figures."""
     first, *others = groups
     # Consumers drain what is left, or the broker keeps it and holds the next producer back.
-    command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(WARMUP),
-               "-rl", str(WARMUP + seconds), *SAMPLE, "--drain", str(drain)]
+    command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(warmup),
+               "-rl", str(warmup + seconds), *SAMPLE, "--drain", str(drain)]
     for group in others:
         command += ["-g", " ".join(group)]
-    with tempfile.TemporaryDirectory() as out:
-        done = subprocess.run([*command, "-o", out], capture_output=True, text=True, cwd=ROOT)
-        if done.returncode:
+    out = tempfile.TemporaryDirectory()
+    run = subprocess.Popen([*command, "-o", out.name], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                           preexec_fn=pinned(cpu))
+    return run, out, command
+
+
+def harness_wait(started: tuple[subprocess.Popen, tempfile.TemporaryDirectory, list[str]]
+                 ) -> dict[str, tuple[float, float]]:
+    run, out, command = started
+    with out:
+        output = run.communicate()[0]
+        if run.returncode:
             # A bench row from a run that failed would mislead: stop, saying why.
-            sys.exit(f"bench: a harness run exited {done.returncode}: {' '.join(command)}\n"
-                     f"{done.stdout[-1500:]}{done.stderr[-1500:]}")
-        (run_dir,) = Path(out).iterdir()
+            sys.exit(f"bench: a harness run exited {run.returncode}: {' '.join(command)}\n"
+                     f"{output[-3000:]}")
+        (run_dir,) = Path(out.name).iterdir()
         summary = json.loads((run_dir / "summary.json").read_text())
     return {name: (g["rate"], g["client_us_per_msg"] or 0.0)
             for name, g in summary["groups"].items()}
+
+
+def pinned(cpu: int | None) -> Callable[[], None] | None:
+    """A child's preexec_fn that keeps it (and what it starts) on one CPU."""
+    return None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
 
 
 # -- the bare side: each loop is this script run as a child process --------------------------
@@ -481,7 +521,8 @@ def bare(seconds: float, broker: str, destination: str, send: str, receive: str,
     consumer, bare loops in two processes."""
     def child(kind: str, dest: str, *extra: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, dest,
-                                 str(seconds), *extra], stdout=subprocess.PIPE, text=True)
+                                 str(seconds), *extra], stdout=subprocess.PIPE, text=True,
+                                env=BARE_ENV)
 
     for _attempt in (1, 2):
         consumer = child(receive, destination[1])
@@ -535,13 +576,48 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
         # before it stops.
         child = subprocess.Popen([sys.executable, __file__, "--loop", receive, broker,
                                   bare_destination(kind, send, name), str(seconds),
-                                  str(FED_WARMUP)], stdout=subprocess.PIPE, text=True)
+                                  str(FED_WARMUP)], stdout=subprocess.PIPE, text=True,
+                                 env=BARE_ENV)
         time.sleep(0.5)
         harness(seconds + FED_WARMUP + 1, feed)
         out = json.loads(child.communicate(timeout=seconds + 60)[0])
         result = out["rate"], out["us"]
     forget(name, flags)
     return result
+
+
+def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
+                       flags: list[str], bare_side: tuple[str, str, str, str],
+                       swap: bool = False
+                       ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(rate, CPU us per message) of the bare consumer and of the harness consumer, measured
+    at the same time, each behind its own harness producer paced at `rate` (swap: each
+    behind the other's). Whatever else the machine does in that window weighs on both
+    alike, which alternating runs cannot promise on a machine whose speed drifts from minute
+    to minute. With two CPUs or more, both consumers share the last and the producers keep
+    to the first, so that the broker's and the producers' bursts land on both alike."""
+    kind, broker, send, receive = bare_side
+    cpus = sorted(os.sched_getaffinity(0))
+    producers_cpu, consumers_cpu = (cpus[0], cpus[-1]) if len(cpus) > 1 else (None, None)
+    names = [destination(producer.startswith("mqtt")) for _ in range(2)]
+    if swap:
+        names.reverse()
+    child = subprocess.Popen([sys.executable, __file__, "--loop", receive, broker,
+                              bare_destination(kind, send, names[0]), str(seconds),
+                              str(FED_WARMUP)], stdout=subprocess.PIPE, text=True,
+                             env=BARE_ENV, preexec_fn=pinned(consumers_cpu))
+    # A run of one group is one process. Its window opens about when the bare loop's does
+    # (a run starts in about a second), and both close well before the producers stop.
+    ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *flags],
+                         warmup=FED_WARMUP - 1, cpu=consumers_cpu)
+    time.sleep(1.5)  # both subscribed before the first message
+    harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, "-rt", str(rate), *flags]
+                                        for name in names), cpu=producers_cpu)
+    rates = harness_wait(ours)
+    out = json.loads(child.communicate(timeout=seconds + 60)[0])
+    for name in names:
+        forget(name, flags)
+    return (out["rate"], out["us"]), rates[consumer.split(".")[1].lower()]
 
 
 def forget(name: str, flags: list[str]) -> None:
@@ -591,6 +667,20 @@ def row(name: str, bares: list[tuple[float, float]],
     print(line, flush=True)
 
 
+def paired_row(name: str, pairs: list[tuple[tuple[float, float], tuple[float, float]]],
+               floor_us: float = 0.0) -> None:
+    """A --together row: each run's ratio is of two consumers measured at once, and the
+    figure is the median of those ratios (not a ratio of medians taken at other times)."""
+    ratios = sorted(h[1] / b[1] for b, h in pairs)
+    bu = statistics.median(b[1] for b, _ in pairs)
+    hu = statistics.median(h[1] for _, h in pairs)
+    rates = " ".join(f"{b[0]:,.0f}/{h[0]:,.0f}" for b, h in pairs)
+    print(f"{name:<44} cpu/msg bare {bu:6.1f} us  harness {hu:6.1f} us  paired ratio "
+          f"{statistics.median(ratios):5.2f} (runs {', '.join(f'{r:.2f}' for r in ratios)})"
+          + (f"  best {(bu + floor_us) / bu:4.2f}" if floor_us else "")
+          + f"  received/s bare/harness {rates}", flush=True)
+
+
 def compare(repeat: int, one_bare, one_harness) -> tuple[list, list]:
     """Alternate bare and harness runs, so that drift in the broker hits both alike."""
     bares, harnesses = [], []
@@ -611,6 +701,10 @@ def main() -> None:
     parser.add_argument("--fed-rate", type=int, metavar="N", help="feed every case's "
                         "consumers at N msg/s (implies --fed; default: a share of the "
                         "slowest unthrottled rate)")
+    parser.add_argument("--together", action="store_true", help="measure each fed bare "
+                        "consumer and harness consumer at the same time, each behind its own "
+                        "paced producer, and give the median of the paired ratios (implies "
+                        "--fed)")
     parser.add_argument("--no-unthrottled", action="store_true", help="skip the unthrottled "
                         "rows (with --fed-rate or --paced-rate)")
     parser.add_argument("--paced-rate", type=int, metavar="N", help="also measure each "
@@ -630,7 +724,7 @@ def main() -> None:
     if args.sample_seconds <= 0:
         parser.error(f"--sample-seconds must be positive, not {args.sample_seconds:g}")
     SAMPLE[1] = f"{args.sample_seconds:g}"
-    args.fed = args.fed or bool(args.fed_rate)
+    args.fed = args.fed or bool(args.fed_rate) or args.together
     if args.loop:
         kind, broker, destination, seconds, *warmup = args.loop
         bare_loop(kind, broker, destination, float(seconds), *map(float, warmup))
@@ -640,6 +734,9 @@ def main() -> None:
           f"measured after {WARMUP:g} s warm-up; medians of {repeat} alternating runs")
     # Here, not at the top: the bare loops, this script's children, import no harness code.
     from message_path import best, floor_paths  # this directory's message_path.py
+
+    from harness.engine.allocator import ENVIRONMENT
+    BARE_ENV.update({**os.environ, **ENVIRONMENT})
     gc.disable()  # as message_path.py measures it
     FLOOR[:] = [ns / 1000 for ns in best(lambda: floor_paths(300_000))]
     gc.enable()
@@ -691,6 +788,12 @@ def main() -> None:
             slowest = min(statistics.median(x[i][0] for x in sides)
                           for sides in (bares, harnesses) for i in (0, 1))
             rate = max(1000, int(slowest * FED_SHARE) // 1000 * 1000)
+        if args.together:
+            paired_row(f"{consumer} ({broker}) fed {rate:,}/s, together", [
+                together_consumers(seconds, rate, producer, consumer, flags,
+                                   (kind, broker, send, receive), bool(i % 2))
+                for i in range(repeat)], FLOOR[1])
+            continue
         fed = compare(repeat, functools.partial(fed_consumer, seconds, rate, producer,
                                                 consumer, flags, (kind, broker, send, receive)),
                       functools.partial(fed_consumer, seconds, rate, producer, consumer, flags,
@@ -721,7 +824,7 @@ def main() -> None:
         def one_bare_http() -> tuple[float, float]:
             child = subprocess.run([sys.executable, __file__, "--loop", "http-request", "nginx",
                                     "/", str(seconds)], capture_output=True, text=True,
-                                   check=True)
+                                   check=True, env=BARE_ENV)
             out = json.loads(child.stdout)
             return out["rate"], out["us"]
 

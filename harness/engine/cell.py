@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns, to_monotonic
+from harness.engine.allocator import keep_freed_memory
 from harness.engine.floor import FloorProbe
 from harness.engine.handlers import HANDLERS
 from harness.engine.roles import WORKERS
@@ -161,6 +162,7 @@ class Cell:
     def prepare(self) -> None:
         """Create, connect and subscribe every worker; raises StartFailure if one cannot."""
         run = self.run
+        keep_freed_memory()
         if run.switch_interval:
             sys.setswitchinterval(run.switch_interval)
         if any(run.groups[g].embedded for g in self.plan.group_indexes):
