@@ -38,8 +38,8 @@ CPUs or more): unpinned, the scheduler's placement of the broker and the produce
 consumer's cost and not the other's, and paired ratios of one case ranged from 0.7 to 1.6.
 
 The bare loops run with glibc's allocator set as the harness sets it in its own processes
-(harness.engine.allocator): without it, a small process maps, faults in and unmaps a buffer
-for every socket read.
+(harness.engine.allocator): without it, a nats-py process whose imports never raised glibc's
+mapping threshold maps, faults in and unmaps asyncio's read buffer for every socket read.
 
 With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
 group alike: each send when it is due, what is queued written out before the loop sleeps.
