@@ -36,6 +36,9 @@ minute to the next, ratios of runs taken a minute apart carry that drift, and pa
 do not. Both consumers then share the last CPU and the producers keep to the first (with two
 CPUs or more): unpinned, the scheduler's placement of the broker and the producers moved one
 consumer's cost and not the other's, and paired ratios of one case ranged from 0.7 to 1.6.
+With --paced-rate too, the producers are paired the same way: the bare loop and a harness run
+of the producer alone, each sending to its own destination, both on the last CPU, and one
+harness run of the two consumers on the first.
 
 The bare loops run with glibc's allocator set as the harness sets it in its own processes
 (harness.engine.allocator): without it, a nats-py process whose imports never raised glibc's
@@ -620,6 +623,36 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     return (out["rate"], out["us"]), rates[consumer.split(".")[1].lower()]
 
 
+def together_producers(seconds: float, rate: int, producer: str, consumer: str,
+                       flags: list[str], bare_side: tuple[str, str, str, str],
+                       swap: bool = False
+                       ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """together_consumers() for producers: the bare loop and a harness run of the producer
+    alone send `rate` msg/s at the same time, each to a destination of its own, both on the
+    last CPU; one harness run of two consumers on the first drains both (swap: each the
+    other's)."""
+    kind, broker, send, _ = bare_side
+    cpus = sorted(os.sched_getaffinity(0))
+    producers_cpu, consumers_cpu = (cpus[-1], cpus[0]) if len(cpus) > 1 else (None, None)
+    names = [destination(producer.startswith("mqtt")) for _ in range(2)]
+    consumers = harness_start(seconds + FED_WARMUP + 4, *(["-m", consumer, "-d", name, *flags]
+                                                          for name in names[::-1 if swap else 1]),
+                              drain=2.0 if producer.startswith("mqtt") else 60.0,
+                              cpu=consumers_cpu)
+    time.sleep(2.5)  # both subscribed before the first message (two processes start)
+    child = subprocess.Popen([sys.executable, __file__, "--loop", send, broker,
+                              bare_destination(kind, send, names[0]), str(seconds),
+                              str(FED_WARMUP), str(rate)], stdout=subprocess.PIPE, text=True,
+                             env=BARE_ENV, preexec_fn=pinned(producers_cpu))
+    rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate), *flags],
+                    warmup=FED_WARMUP - 1, cpu=producers_cpu)
+    out = json.loads(child.communicate(timeout=seconds + 60)[0])
+    harness_wait(consumers)
+    for name in names:
+        forget(name, flags)
+    return (out["rate"], out["us"]), rates[producer.split(".")[1].lower()]
+
+
 def forget(name: str, flags: list[str]) -> None:
     """Delete what a case left on the server: a JetStream stream keeps its messages."""
     if "--jetstream" in flags:
@@ -678,7 +711,7 @@ def paired_row(name: str, pairs: list[tuple[tuple[float, float], tuple[float, fl
     print(f"{name:<44} cpu/msg bare {bu:6.1f} us  harness {hu:6.1f} us  paired ratio "
           f"{statistics.median(ratios):5.2f} (runs {', '.join(f'{r:.2f}' for r in ratios)})"
           + (f"  best {(bu + floor_us) / bu:4.2f}" if floor_us else "")
-          + f"  received/s bare/harness {rates}", flush=True)
+          + f"  msg/s bare/harness {rates}", flush=True)
 
 
 def compare(repeat: int, one_bare, one_harness) -> tuple[list, list]:
@@ -703,7 +736,8 @@ def main() -> None:
                         "slowest unthrottled rate)")
     parser.add_argument("--together", action="store_true", help="measure each fed bare "
                         "consumer and harness consumer at the same time, each behind its own "
-                        "paced producer, and give the median of the paired ratios (implies "
+                        "paced producer, and with --paced-rate each pair of producers, and "
+                        "give the median of the paired ratios (without --paced-rate, implies "
                         "--fed)")
     parser.add_argument("--no-unthrottled", action="store_true", help="skip the unthrottled "
                         "rows (with --fed-rate or --paced-rate)")
@@ -724,7 +758,7 @@ def main() -> None:
     if args.sample_seconds <= 0:
         parser.error(f"--sample-seconds must be positive, not {args.sample_seconds:g}")
     SAMPLE[1] = f"{args.sample_seconds:g}"
-    args.fed = args.fed or bool(args.fed_rate) or args.together
+    args.fed = args.fed or bool(args.fed_rate) or (args.together and not args.paced_rate)
     if args.loop:
         kind, broker, destination, seconds, *warmup = args.loop
         bare_loop(kind, broker, destination, float(seconds), *map(float, warmup))
@@ -773,7 +807,12 @@ def main() -> None:
                 FLOOR[0])
             row(f"{consumer} ({broker})", [b[1] for b in bares], [h[1] for h in harnesses],
                 FLOOR[1])
-        if args.paced_rate:
+        if args.paced_rate and args.together:
+            paired_row(f"{producer} ({broker}) paced {args.paced_rate:,}/s, together", [
+                together_producers(seconds, args.paced_rate, producer, consumer, flags,
+                                   (kind, broker, send, receive), bool(i % 2))
+                for i in range(repeat)], FLOOR[0])
+        elif args.paced_rate:
             paced = compare(repeat, functools.partial(bare_case, seconds, kind, broker, send,
                                                       receive, args.paced_rate),
                             functools.partial(harness_case, seconds, producer, consumer, flags,
