@@ -21,7 +21,8 @@ elif how == "run":
     # glibc's default threshold, fixed: what the run imports can no longer raise it, only the
     # cell's own setting can.
     import ctypes
-    assert ctypes.CDLL(None).mallopt(-3, 128 * 1024)
+    from harness.engine.allocator import M_MMAP_THRESHOLD
+    assert ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 * 1024)
     from harness.engine.runner import Controller
     from harness.spec.group import group_spec
     from harness.spec.run import RunSpec, assign_group_names

@@ -149,6 +149,12 @@ def pinned(cpu: int | None) -> Callable[[], None] | None:
     return None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
 
 
+def first_and_last_cpu() -> tuple[int | None, int | None]:
+    """The CPUs --together keeps the two sides on; none with a single CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[-1]) if len(cpus) > 1 else (None, None)
+
+
 # -- the bare side: each loop is this script run as a child process --------------------------
 def stomp_headers() -> dict[str, str]:
     now = time.time_ns()
@@ -522,15 +528,11 @@ def bare(seconds: float, broker: str, destination: str, send: str, receive: str,
          rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     """(rate, CPU us per message) of the producer (paced at `rate` if set) and of the
     consumer, bare loops in two processes."""
-    def child(kind: str, dest: str, *extra: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, dest,
-                                 str(seconds), *extra], stdout=subprocess.PIPE, text=True,
-                                env=BARE_ENV)
-
     for _attempt in (1, 2):
-        consumer = child(receive, destination[1])
+        consumer = bare_child(receive, broker, destination[1], seconds)
         time.sleep(0.5)  # subscribed before the producer starts
-        producer = child(send, destination[0], *((str(WARMUP), str(rate)) if rate else ()))
+        producer = bare_child(send, broker, destination[0], seconds,
+                              *((WARMUP, rate) if rate else ()))
         try:
             out = [json.loads(p.communicate(timeout=seconds + 60)[0])
                    for p in (producer, consumer)]
@@ -543,6 +545,14 @@ def bare(seconds: float, broker: str, destination: str, send: str, receive: str,
                 p.wait()
     sys.exit(f"bench: the bare {send} / {receive} pair on {broker} hung twice "
              f"(the producer held by the broker's flow control?)")
+
+
+def bare_child(kind: str, broker: str, destination: str, seconds: float, *extra: float,
+               cpu: int | None = None) -> subprocess.Popen:
+    """One bare loop (bare_loop), this script run again; extra: its warm-up and rate."""
+    return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, destination,
+                             str(seconds), *map(str, extra)], stdout=subprocess.PIPE,
+                            text=True, env=BARE_ENV, preexec_fn=pinned(cpu))
 
 
 def destination(mqtt: bool) -> str:
@@ -577,10 +587,8 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
         kind, broker, send, receive = bare_side
         # The bare window opens once the harness producer is surely sending and closes well
         # before it stops.
-        child = subprocess.Popen([sys.executable, __file__, "--loop", receive, broker,
-                                  bare_destination(kind, send, name), str(seconds),
-                                  str(FED_WARMUP)], stdout=subprocess.PIPE, text=True,
-                                 env=BARE_ENV)
+        child = bare_child(receive, broker, bare_destination(kind, send, name), seconds,
+                           FED_WARMUP)
         time.sleep(0.5)
         harness(seconds + FED_WARMUP + 1, feed)
         out = json.loads(child.communicate(timeout=seconds + 60)[0])
@@ -600,15 +608,12 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     to minute. With two CPUs or more, both consumers share the last and the producers keep
     to the first, so that the broker's and the producers' bursts land on both alike."""
     kind, broker, send, receive = bare_side
-    cpus = sorted(os.sched_getaffinity(0))
-    producers_cpu, consumers_cpu = (cpus[0], cpus[-1]) if len(cpus) > 1 else (None, None)
+    producers_cpu, consumers_cpu = first_and_last_cpu()
     names = [destination(producer.startswith("mqtt")) for _ in range(2)]
     if swap:
         names.reverse()
-    child = subprocess.Popen([sys.executable, __file__, "--loop", receive, broker,
-                              bare_destination(kind, send, names[0]), str(seconds),
-                              str(FED_WARMUP)], stdout=subprocess.PIPE, text=True,
-                             env=BARE_ENV, preexec_fn=pinned(consumers_cpu))
+    child = bare_child(receive, broker, bare_destination(kind, send, names[0]), seconds,
+                       FED_WARMUP, cpu=consumers_cpu)
     # A run of one group is one process. Its window opens about when the bare loop's does
     # (a run starts in about a second), and both close well before the producers stop.
     ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *flags],
@@ -632,18 +637,15 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     last CPU; one harness run of two consumers on the first drains both (swap: each the
     other's)."""
     kind, broker, send, _ = bare_side
-    cpus = sorted(os.sched_getaffinity(0))
-    producers_cpu, consumers_cpu = (cpus[-1], cpus[0]) if len(cpus) > 1 else (None, None)
+    consumers_cpu, producers_cpu = first_and_last_cpu()
     names = [destination(producer.startswith("mqtt")) for _ in range(2)]
     consumers = harness_start(seconds + FED_WARMUP + 4, *(["-m", consumer, "-d", name, *flags]
                                                           for name in names[::-1 if swap else 1]),
                               drain=2.0 if producer.startswith("mqtt") else 60.0,
                               cpu=consumers_cpu)
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
-    child = subprocess.Popen([sys.executable, __file__, "--loop", send, broker,
-                              bare_destination(kind, send, names[0]), str(seconds),
-                              str(FED_WARMUP), str(rate)], stdout=subprocess.PIPE, text=True,
-                             env=BARE_ENV, preexec_fn=pinned(producers_cpu))
+    child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
+                       FED_WARMUP, rate, cpu=producers_cpu)
     rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate), *flags],
                     warmup=FED_WARMUP - 1, cpu=producers_cpu)
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
