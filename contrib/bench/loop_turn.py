@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""What a paced nats-py producer pays to write each send out, on one thread and one CPU: a
+publish followed by one turn of the event loop (nats-py's flusher writes it), N times, three
+ways against nats-server on 127.0.0.1:4222. Prints CPU us a send, best of 5; asserts
+nothing.
+
+    taskset -c 1 .venv/bin/python contrib/bench/loop_turn.py [--sends 30000]
+
+- bare: one coroutine, `await nc.publish(); await asyncio.sleep(0)`, never leaving the loop
+  (what a bare asyncio producer does between sends);
+- run_until_complete: the thread enters the loop for each send with a coroutine that
+  publishes and yields once (a task and three passes of the loop a send);
+- transport: the harness's nats transport, send() then flush(), as a paced Publisher does
+  before it sleeps (a turn by its long-lived task).
+
+No sleep comes between sends, so the caches stay warm: in a paced run each of these costs
+more (transports.py --paced-rate measures that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import time
+from collections.abc import Callable
+
+from harness.transports import transport_class
+from harness.transports.message import Destination, Message, frame
+
+from harness.spec.group import group_spec
+from harness.spec.run import RunSpec, assign_group_names
+
+SUBJECT = "bench.loop_turn"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sends", type=int, default=30_000)
+    args = parser.parse_args()
+    n = args.sends
+    group = group_spec({"module": "nats.Publisher", "destination": SUBJECT})
+    assign_group_names([group])
+    run = RunSpec(groups=[group], interval=1.0)
+    transport = transport_class("nats")(group.settings(run.node, 0, 0, 0))
+    transport.open()
+    loop, nc = transport.loop, transport.nc
+    destination = Destination("topic", SUBJECT)
+    payload = frame(Message(bytes(256), "bench", 0, 0, 0))
+
+    def bare() -> None:
+        async def sends() -> None:
+            for _ in range(n):
+                await nc.publish(SUBJECT, payload)
+                await asyncio.sleep(0)
+        loop.run_until_complete(sends())
+
+    def entered() -> None:
+        async def turn() -> None:
+            await nc.publish(SUBJECT, payload)
+            await asyncio.sleep(0)
+        for _ in range(n):
+            loop.run_until_complete(turn())
+
+    def harness() -> None:
+        send, flush = transport.send, transport.flush
+        for seq in range(n):
+            send(destination, Message(bytes(256), "bench", seq, 0, 0))
+            flush()
+
+    ways: dict[str, Callable[[], None]] = {"bare": bare, "run_until_complete": entered,
+                                           "transport": harness}
+    best: dict[str, float] = {}
+    gc.disable()
+    try:
+        for _ in range(5):
+            for name, way in ways.items():
+                before = time.process_time()
+                way()
+                us = (time.process_time() - before) / n * 1e6
+                best[name] = min(best.get(name, us), us)
+    finally:
+        gc.enable()
+        transport.close()
+    print(f"nats-py publish and one loop turn, {n:,} sends, CPU us a send, best of 5")
+    print("  ".join(f"{name} {us:5.1f}" for name, us in best.items()))
+
+
+if __name__ == "__main__":
+    main()
