@@ -4,6 +4,7 @@ thread: no thread switches, no interpreter-lock hand-offs, so the figures repeat
 percent even on a busy machine. Prints figures; asserts nothing.
 
     .venv/bin/python contrib/bench/message_path.py [--messages 300000] [--rate 0]
+    taskset -c 1 .venv/bin/python contrib/bench/message_path.py --paced-rate 4000
 
 The producer side runs a real loopback.Sender worker's loop (pacing checks, a Message with
 the harness fields, the send, service and delay recorded, counters) for N messages into a
@@ -81,12 +82,19 @@ def harness_paths(n: int, rate: float) -> tuple[float, float]:
     return (produced - before) / n * 1e9, (consumed - produced) / n * 1e9
 
 
-def bare_paths(n: int) -> tuple[float, float]:
-    """(producer, consumer) CPU ns per message of the same transport calls alone."""
+def bare_paths(n: int, rate: float = 0.0) -> tuple[float, float]:
+    """(producer, consumer) CPU ns per message of the same transport calls alone; at `rate`,
+    each send when due, the thread sleeping until then as the bare loops of transports.py
+    do."""
     sender, receiver, destination = bare_pair()
     send, receive = sender.send, receiver.receive
+    period, due = 1 / rate if rate else 0.0, time.monotonic()
     before = time.process_time()
     for seq in range(n):
+        if period:
+            if due > (now := time.monotonic()):
+                time.sleep(due - now)
+            due += period
         send(destination, Message(BODY, "bench", seq, 0, 0))
     produced = time.process_time()
     while receive(0) is not None:
@@ -138,6 +146,18 @@ def floor_paths(n: int) -> tuple[float, float]:
     return (stamped - passed) / n * 1e9, (measured - taken) / n * 1e9
 
 
+def paced(rate: float, seconds: float = 4.0) -> None:
+    """What the harness's producer adds to a send that comes after a sleep: at a few thousand
+    sends a second each send is a wake-up of its own, and the caches are cold."""
+    n = int(rate * seconds)
+    bare = min(bare_paths(n, rate)[0] for _ in range(3))
+    harness = min(harness_paths(n, rate)[0] for _ in range(3))
+    print(f"{n:,} messages, 256-byte bodies, a send every {1e6 / rate:,.0f} us, the thread "
+          "sleeping between sends; producer CPU us per message on one thread, best of 3")
+    print(f"producer : bare {bare / 1000:6.1f}  harness {harness / 1000:6.1f}  harness adds "
+          f"{(harness - bare) / 1000:5.1f}")
+
+
 def best(measure) -> tuple[float, float]:
     runs = [measure() for _ in range(5)]
     return min(r[0] for r in runs), min(r[1] for r in runs)
@@ -149,8 +169,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.0,
                         help="the harness sender's schedule in msg/s (0: unthrottled); set "
                              "it above what the loop reaches, so that every send is due")
+    parser.add_argument("--paced-rate", type=float, default=0.0, metavar="N",
+                        help="instead: the producers only, harness and bare, each sending N "
+                             "msg/s for 4 s and sleeping between sends (a wake-up a send)")
     args = parser.parse_args()
     gc.disable()
+    if args.paced_rate:
+        paced(args.paced_rate)
+        return
     bare_p, bare_c = best(lambda: bare_paths(args.messages))
     harness_p, harness_c = best(lambda: harness_paths(args.messages, args.rate))
     floor_p, floor_c = best(lambda: floor_paths(args.messages))
