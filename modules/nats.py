@@ -228,6 +228,14 @@ class NatsTransport(DrivenTransport):
         if failure is not None:
             raise failure
 
+    def _stop_turner(self) -> None:
+        """Before the loop closes: a task still pending there would be reported destroyed."""
+        turner, self.turner = self.turner, None
+        if turner is not None and not turner.done():
+            turner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                self.loop.run_until_complete(turner)
+
     async def _turning(self) -> None:
         loop = self.loop
         while True:
@@ -599,6 +607,7 @@ class NatsTransport(DrivenTransport):
     def close(self) -> None:
         nc = self.nc
         if nc is None:
+            self._stop_turner()
             self.loop.close()
             return
         try:
@@ -610,8 +619,7 @@ class NatsTransport(DrivenTransport):
                         self._expire_acks()
                         self._turn(0.01)
             self.closing = True
-            if self.turner is not None:
-                self.turner.cancel()
+            self._stop_turner()
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(asyncio.wait_for(nc.close(), CLOSE_TIMEOUT_S))
         finally:

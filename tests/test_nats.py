@@ -84,6 +84,8 @@ def test_core_nats_every_role_queue_groups_wildcards_and_request_reply(harness, 
     delivery = {d["destination"]: d for d in done.summary["delivery"]}
     assert delivery[f"nats:queue:{q}"]["missing"] == 0
     assert delivery[f"nats:topic:{t}.a"]["expected"] == 600
+    # The task that turns each transport's loop ends before its loop closes.
+    assert "Task was destroyed" not in done.stderr
 
 
 @pytest.mark.parametrize("size", ["200", "64k"])
@@ -293,7 +295,7 @@ def test_a_stream_the_server_refuses_to_create_fails_the_start(harness, brokers,
 def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup):
     q = unique("njs.restart")
     cleanup.append(f"harness-{q.replace('.', '_')}")
-    stdout, _, run_dir = run_through_restart(
+    stdout, stderr, run_dir = run_through_restart(
         tmp_path, "nats", 4, "-m", "nats.Sender", "-d", q, "--jetstream", "-pp", "-rt", "200",
         "-rl", "12", "-ss", "1", "--drain", "15", "-g", f"-m nats.Receiver -d {q} --jetstream")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -309,6 +311,7 @@ def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cle
     assert sender["sent"] - sender["refused"] <= unique_received <= sender["sent"]
     assert sender["sent"] > 1800
     assert "reconnects=" in stdout
+    assert "Task was destroyed" not in stderr
 
 
 def test_jetstream_redelivers_what_a_killed_consumer_held_and_counts_it(tmp_path, brokers,
