@@ -292,12 +292,15 @@ def test_a_stream_the_server_refuses_to_create_fails_the_start(harness, brokers,
     assert theirs + "-mine" not in streams("harness-overlap-")
 
 
-def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup):
+@pytest.mark.parametrize("consumer", ["", "--pull-batch 50"], ids=["push", "pull"])
+def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup,
+                                                          consumer):
     q = unique("njs.restart")
     cleanup.append(f"harness-{q.replace('.', '_')}")
     stdout, stderr, run_dir = run_through_restart(
         tmp_path, "nats", 4, "-m", "nats.Sender", "-d", q, "--jetstream", "-pp", "-rt", "200",
-        "-rl", "12", "-ss", "1", "--drain", "15", "-g", f"-m nats.Receiver -d {q} --jetstream")
+        "-rl", "12", "-ss", "1", "--drain", "15",
+        "-g", f"-m nats.Receiver -d {q} --jetstream {consumer}")
     summary = json.loads((run_dir / "summary.json").read_text())
     sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
     for group in (sender, receiver):
