@@ -262,20 +262,22 @@ class Consumer(Worker):
         rec = self.rec
         rec.received += 1
         rec.bytes += size
-        if seq < 0 or not producer.startswith(self.run_prefix):
-            rec.foreign += 1
-            return False
+        expected = self.expected
+        if expected is not None and expected.get(producer) == seq:
+            # The next message of a producer the tracker knows, so one of this run's: the
+            # common case, without the prefix check (a tenth of what measuring costs).
+            expected[producer] = seq + 1
+        else:
+            if seq < 0 or not producer.startswith(self.run_prefix):
+                rec.foreign += 1
+                return False
+            if expected is not None:
+                self.tracker.check(producer, seq, now)  # type: ignore[union-attr]
+            elif self.seen is not None:
+                self.seen.add(producer, seq)
         arrived = now + EPOCH_OFFSET_NS
         rec.latency.append((arrived - ts) // 1000)
         rec.service.append((arrived - sent) // 1000)
-        expected = self.expected
-        if expected is not None:
-            if expected.get(producer, 0) == seq:  # in order: the tracker's common case
-                expected[producer] = seq + 1
-            else:
-                self.tracker.check(producer, seq, now)  # type: ignore[union-attr]
-        elif self.seen is not None:
-            self.seen.add(producer, seq)
         return True
 
     def handle(self, message: Message) -> str:
