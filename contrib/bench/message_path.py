@@ -37,6 +37,7 @@ from collections import deque
 from harness.transports.loopback import LoopbackTransport, reset_broker
 from harness.transports.message import MAGIC, PREFIX, Message
 from loopback import bare_pair  # this directory's loopback.py
+from transports import produce  # this directory's transports.py
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import Receiver, Sender
@@ -82,19 +83,12 @@ def harness_paths(n: int, rate: float) -> tuple[float, float]:
     return (produced - before) / n * 1e9, (consumed - produced) / n * 1e9
 
 
-def bare_paths(n: int, rate: float = 0.0) -> tuple[float, float]:
-    """(producer, consumer) CPU ns per message of the same transport calls alone; at `rate`,
-    each send when due, the thread sleeping until then as the bare loops of transports.py
-    do."""
+def bare_paths(n: int) -> tuple[float, float]:
+    """(producer, consumer) CPU ns per message of the same transport calls alone."""
     sender, receiver, destination = bare_pair()
     send, receive = sender.send, receiver.receive
-    period, due = 1 / rate if rate else 0.0, time.monotonic()
     before = time.process_time()
     for seq in range(n):
-        if period:
-            if due > (now := time.monotonic()):
-                time.sleep(due - now)
-            due += period
         send(destination, Message(BODY, "bench", seq, 0, 0))
     produced = time.process_time()
     while receive(0) is not None:
@@ -146,11 +140,22 @@ def floor_paths(n: int) -> tuple[float, float]:
     return (stamped - passed) / n * 1e9, (measured - taken) / n * 1e9
 
 
+def bare_paced(rate: float, seconds: float) -> float:
+    """Producer CPU ns per message of the same send alone, paced by the bare loops' own
+    pacing (transports.py's produce: each send when due, a sleep until then)."""
+    sender, _, destination = bare_pair()
+    start = time.monotonic()
+    before = time.process_time()
+    sent = produce(lambda: sender.send(destination, Message(BODY, "bench", 0, 0, 0)),
+                   lambda: None, start, start + seconds, rate)
+    return (time.process_time() - before) / sent * 1e9
+
+
 def paced(rate: float, seconds: float = 4.0) -> None:
     """What the harness's producer adds to a send that comes after a sleep: at a few thousand
     sends a second each send is a wake-up of its own, and the caches are cold."""
     n = int(rate * seconds)
-    bare = min(bare_paths(n, rate)[0] for _ in range(3))
+    bare = min(bare_paced(rate, seconds) for _ in range(3))
     harness = min(harness_paths(n, rate)[0] for _ in range(3))
     print(f"{n:,} messages, 256-byte bodies, a send every {1e6 / rate:,.0f} us, the thread "
           "sleeping between sends; producer CPU us per message on one thread, best of 3")
