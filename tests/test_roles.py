@@ -17,9 +17,12 @@ def test_request_reply_round_trips_are_recorded(harness):
     # Bytes are the bodies a group sent and received: requests and replies, 256 B each.
     assert requestor["bytes"] == responder["bytes"] == 2 * 1600 * 256
     # Requests and replies both pass through the broker: 2 x 800 messages a second each way.
+    # A reply still in flight when the measured span ends (at most one per requestor
+    # thread, 4 in the 2 s) counts in the drain, not in the rate.
     throughput = result.summary["throughput"]
-    assert throughput["received_by_broker"] == throughput["dispatched"] == 1600.0
-    assert throughput["replication_grade"] == 1.0
+    for figure in ("received_by_broker", "dispatched"):
+        assert 1600.0 - 4 / 2 <= throughput[figure] <= 1600.0, throughput
+    assert throughput["replication_grade"] == pytest.approx(1.0, abs=0.0025)
     latency = decode(requestor["histograms"]["latency"])
     assert latency.get_total_count() == 1600
     assert requestor["latency"]["p50"] <= requestor["latency"]["max"]
