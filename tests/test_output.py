@@ -84,8 +84,8 @@ def test_a_password_never_appears_in_output_or_run_files(harness, tmp_path):
 def test_the_harness_floor_is_measured_through_the_run_and_written(loopback_run):
     floor = loopback_run.summary["floor"]
     assert loopback_run.manifest["floor"] == floor
-    # About twenty hand-offs a second over the 3 s run and its drain, in the one process.
-    assert 50 <= floor["samples"] <= 110
+    # About ten hand-offs a second over the 3 s run and its drain, in the one process.
+    assert 25 <= floor["samples"] <= 55
     assert list(floor["processes"]) == ["0"]
     assert 0 < floor["p50"] <= floor["p99"] <= floor["max"]
     assert "harness floor: wake-up and thread hand-off p50" in loopback_run.stdout

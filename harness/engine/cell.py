@@ -50,10 +50,13 @@ from harness.transports import transport_class
 # How long after an interval ends the cell waits for a busy worker's hand-off before
 # reporting the interval without it (its data then lands in the next interval).
 GRACE_S = 0.25
-# How often the collector looks at its workers: often enough for the end of a run and the
-# interval reports, no oftener (each look is the measuring process's CPU, in its cost per
-# message).
+# How often the collector looks at its workers while it waits for their interval hand-offs
+# or, in the drain, for the end. Otherwise it sleeps until the next interval ends, at most
+# LOOK_S, unless woken (a worker finished, the drain or the stop came): each look is the
+# measuring process's CPU, in its cost per message, and a look every 50 ms all through the
+# run cost an idle process 2.8 ms of CPU a second.
 COLLECT_S = 0.05
+LOOK_S = 0.5
 BALANCE_EVERY_S = 0.1
 PHASE_GRACE_S = 5.0
 DRAIN_IDLE_S = 0.5
@@ -223,10 +226,12 @@ class Cell:
                 worker.next_boundary = int(timeline.bounds(worker.interval_index)[1])
         control.produce_until_ns = min(control.produce_until_ns, int(timeline.stop or stop))
         control.draining = True
+        control.wake.set()
 
     def stop(self) -> None:
         self.control.producing = False
         self.control.consuming = False
+        self.control.wake.set()
 
     # -- live changes (the live screen's keys), called between start and stop
     def pause(self, paused: bool) -> None:
@@ -291,7 +296,11 @@ class Cell:
             # must not cross into the next phase.
             grace = PHASE_GRACE_S if timeline.phase(index) != timeline.phase(index + 1) \
                 else GRACE_S
-            time.sleep(COLLECT_S)
+            wait = (boundary - now_ns()) / 1e9
+            if wait <= 0 or control.draining or stop_seen is not None:
+                wait = COLLECT_S
+            control.wake.wait(min(wait, LOOK_S))
+            control.wake.clear()
             finished = all(w.finished for w in self.workers)
             self._take_handoffs(pending, index, groups)
             # Before the end below, which may come in this same turn: a thread that failed

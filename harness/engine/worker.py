@@ -53,6 +53,9 @@ class Control:
         self.draining = False
         self.paused = False  # producers hold (the live screen's p), consumers go on
         self.rates: dict[int, float] = {}  # per-thread rates changed live, by group index
+        # Wakes the cell's collector before its next look: a worker finished, the drain or
+        # the stop came.
+        self.wake = threading.Event()
 
 
 Handoff = tuple[tuple[int, int], int, Sample]  # (group index, thread key), interval, sample
@@ -203,6 +206,7 @@ class Worker(threading.Thread, ABC):
                                       self.rec.take()._replace(streams=streams)))
             self.done_through = 1 << 62
             self.finished = True
+            self.control.wake.set()
 
     def stream_end(self) -> dict[str, object] | None:
         """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd)."""
