@@ -4,7 +4,7 @@ publish followed by one turn of the event loop (nats-py's flusher writes it), N 
 ways against nats-server on 127.0.0.1:4222. Prints CPU us a send, best of 5; asserts
 nothing.
 
-    taskset -c 1 .venv/bin/python contrib/bench/loop_turn.py [--sends 30000]
+    taskset -c 1 .venv/bin/python contrib/bench/loop_turn.py [--sends 30000] [--paced-rate N]
 
 - bare: one coroutine, `await nc.publish(); await asyncio.sleep(0)`, never leaving the loop
   (what a bare asyncio producer does between sends);
@@ -13,8 +13,11 @@ nothing.
 - transport: the harness's nats transport, send() then flush(), as a paced Publisher does
   before it sleeps (a turn by its long-lived task).
 
-No sleep comes between sends, so the caches stay warm: in a paced run each of these costs
-more (transports.py --paced-rate measures that).
+No sleep comes between sends unless --paced-rate N asks for N sends a second, each way
+then sleeping until each send is due, as a paced producer does: the caches go cold between
+sends, as in a run. Beside transports.py --paced-rate (the whole harness against the bare
+loop), this says how much of the difference is the transport and its loop turn, and how
+much the rest of the harness (the role, the pacing, the measuring).
 """
 
 from __future__ import annotations
@@ -37,8 +40,22 @@ SUBJECT = "bench.loop_turn"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sends", type=int, default=30_000)
+    parser.add_argument("--paced-rate", type=float, default=0.0, metavar="N",
+                        help="sends a second, each way (default: back to back)")
     args = parser.parse_args()
+    if args.paced_rate < 0:
+        parser.error(f"--paced-rate must be positive, not {args.paced_rate:g}")
     n = args.sends
+    period = 1 / args.paced_rate if args.paced_rate else 0.0
+    # Each way's sends: when due, the next due time (time.monotonic), as produce() paces.
+    due = [0.0]
+
+    def wait() -> None:
+        if period:
+            due[0] = max(due[0] + period, time.monotonic() - period)
+            left = due[0] - time.monotonic()
+            if left > 0:
+                time.sleep(left)
     group = group_spec({"module": "nats.Publisher", "destination": SUBJECT})
     assign_group_names([group])
     run = RunSpec(groups=[group], interval=1.0)
@@ -51,6 +68,7 @@ def main() -> None:
     def bare() -> None:
         async def sends() -> None:
             for _ in range(n):
+                wait()
                 await nc.publish(SUBJECT, payload)
                 await asyncio.sleep(0)
         loop.run_until_complete(sends())
@@ -60,11 +78,13 @@ def main() -> None:
             await nc.publish(SUBJECT, payload)
             await asyncio.sleep(0)
         for _ in range(n):
+            wait()
             loop.run_until_complete(turn())
 
     def harness() -> None:
         send, flush = transport.send, transport.flush
         for seq in range(n):
+            wait()
             send(destination, Message(bytes(256), "bench", seq, 0, 0))
             flush()
 
@@ -82,7 +102,8 @@ def main() -> None:
     finally:
         gc.enable()
         transport.close()
-    print(f"nats-py publish and one loop turn, {n:,} sends, CPU us a send, best of 5")
+    pace = f", {args.paced_rate:,g} a second" if period else ""
+    print(f"nats-py publish and one loop turn, {n:,} sends{pace}, CPU us a send, best of 5")
     print("  ".join(f"{name} {us:5.1f}" for name, us in best.items()))
 
 
