@@ -56,6 +56,7 @@ def main() -> None:
             left = due[0] - time.monotonic()
             if left > 0:
                 time.sleep(left)
+
     group = group_spec({"module": "nats.Publisher", "destination": SUBJECT})
     assign_group_names([group])
     run = RunSpec(groups=[group], interval=1.0)
