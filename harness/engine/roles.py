@@ -145,12 +145,17 @@ class Consumer(Worker):
     def work(self) -> None:
         control = self.control
         receive, consume, lock = self.transport.receive, self.consume, self.lock
+        # A transport that hands messages over inside receive() measures them on this thread,
+        # where measure() already moved the interval on: after such a receive there is
+        # nothing to check, and no other thread to lock out.
+        inline = self.transport.inline
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
         if not self.group.transacted and self.push_safe():
             with lock:  # what arrived before the start is measured first, in order
                 if self.transport.deliver(*self.sinks()):
                     while (message := receive(0)) is not None:
                         consume(message, now_ns())
+        counted = self.count
         while control.consuming and not self.done:
             try:
                 # Pushed: returns None after POLL_S, and reconnects a lost connection.
@@ -161,10 +166,13 @@ class Consumer(Worker):
                 # An error that returns at once (a broker refusing each read) must not
                 # spin this thread: the pause a producer makes after a failed send.
                 time.sleep(ERROR_PAUSE_S)
-            now = now_ns()
             if message is not None:
-                consume(message, now)
+                consume(message, now_ns())
                 continue
+            if inline and self.count != counted:
+                counted = self.count
+                continue
+            now = now_ns()
             with lock:
                 if now >= self.next_boundary:
                     self.flush(now)
