@@ -10,7 +10,7 @@ thread through paho's public loop_read / loop_write / loop_misc: publish() only 
 flush() writes the queue out every WRITE_EVERY messages and before the worker sleeps. With
 paho's own loop thread (loop_start) every publish wakes that thread through a socket pair,
 which about tripled what a message cost the client. Consumers and Requestor keep paho's thread:
-it measures each message as it arrives.
+it takes each message in as it arrives.
 
 Queues (Sender, Receiver) are shared subscriptions, `$share/harness/<queue>`, where the broker
 has them (Mosquitto); elsewhere those roles are refused. A Responder without shared

@@ -5,8 +5,8 @@ nats-py is asyncio. Each transport has an event loop of its own, and the worker 
 owns the transport turns it, as the amqp transport turns pika's: a send is queued, and every
 write_every sends, before the producer sleeps and before a Requestor waits, one turn of the
 loop publishes what is queued (nats-py's publish, back to back) and lets nats-py's flusher
-write it in one go; a consumer's receive turns the loop, whose subscription callback measures
-each message on this same thread, with no hand-off. A turn wakes one long-lived task and runs
+write it in one go; a consumer's receive turns the loop, whose subscription callback takes
+each message in on this same thread, with no hand-off. A turn wakes one long-lived task and runs
 the loop until that task has done the turn's work (_turn): about 8 us more than a bare
 `await nc.publish(); await sleep(0)` loop's pass back to back, 13 us paced at 4,000 sends a
 second (contrib/bench/loop_turn.py), per write_every sends and per receive poll. nats-py

@@ -11,7 +11,7 @@ from harness.transports.loopback import LoopbackTransport, reset_broker
 from harness.transports.message import Message, frame, from_header, header, unframe
 
 from harness.clock import now_ns
-from harness.engine.roles import Receiver, Subscriber
+from harness.engine.roles import SETTLE_EVERY, SETTLE_LARGER, Receiver, Subscriber
 from harness.engine.worker import Control, WorkerSetup
 from harness.spec.group import group_spec
 from harness.spec.run import RunSpec, assign_group_names
@@ -86,6 +86,8 @@ def test_what_came_is_measured_as_messages_are(role, path, received, foreign, ex
     for delivery in deliveries:
         by_message.consume(as_message(delivery), now_ns())
         take(*delivery)
+    assert by_path.count == len(deliveries)  # counted as they came
+    by_path.settle()  # the worker's loop does this (at the latest when it finds nothing)
     after = time.time_ns()
     a, b = by_message.rec, by_path.rec
     counters = ("received", "bytes", "foreign", "corrupt", "duplicated", "reordered", "lost",
@@ -112,6 +114,7 @@ def test_a_framed_payload_with_a_damaged_producer_id_is_foreign():
     payload = stream(worker.run_prefix)[0]
     damaged = payload[:PREFIX.size] + b"\xff" * 5 + payload[PREFIX.size + 5:]
     worker.consume_frame(damaged)
+    worker.settle()
     assert (worker.rec.received, worker.rec.foreign, worker.rec.errors) == (1, 1, 0)
     assert worker.failure is None
 
@@ -121,7 +124,47 @@ def test_a_framed_consumer_stops_at_its_message_count():
     worker.group.messages = 3
     for payload in stream(worker.run_prefix):
         worker.consume_frame(payload)
-    assert worker.done and worker.rec.received == 3
+    worker.settle()
+    assert worker.done and worker.count == worker.rec.received == 3
+
+
+def test_what_came_is_measured_a_batch_at_a_time():
+    worker = consumer("Subscriber")
+    payloads = [frame(Message(b"x", worker.run_prefix + "a", seq, time.time_ns(),
+                              time.time_ns())) for seq in range(SETTLE_EVERY + 2)]
+    for payload in payloads[:SETTLE_EVERY - 1]:
+        worker.consume_frame(payload)
+    assert (worker.count, worker.rec.received, len(worker.rec.latency)) == \
+        (SETTLE_EVERY - 1, 0, 0)
+    worker.consume_frame(payloads[SETTLE_EVERY - 1])  # the batch is full: measured
+    assert worker.rec.received == len(worker.rec.latency) == SETTLE_EVERY
+    assert worker.tracker.expected == {worker.run_prefix + "a": SETTLE_EVERY}
+    assert worker.arrivals == []
+
+
+def test_a_large_message_is_measured_as_it_arrives():
+    worker = consumer("Subscriber")
+    sent = time.time_ns()
+    worker.consume_frame(frame(Message(b"x", worker.run_prefix + "a", 0, sent, sent)))
+    assert worker.rec.received == 0
+    worker.consume_frame(frame(Message(bytes(SETTLE_LARGER), worker.run_prefix + "a", 1, sent,
+                                       sent)))
+    assert worker.rec.received == 2 and worker.arrivals == []
+
+
+def test_what_came_before_an_interval_boundary_is_measured_in_that_interval():
+    worker = consumer("Subscriber")
+    sent = time.time_ns()
+    first = worker.interval_index
+    for seq in range(3):
+        worker.consume_frame(frame(Message(b"x", worker.run_prefix + "a", seq, sent, sent)))
+    worker.next_boundary = now_ns()  # the interval ends before the next message comes
+    worker.consume_frame(frame(Message(b"x", worker.run_prefix + "a", 3, sent, sent)))
+    (_, index, sample), = worker.setup.outbox  # the interval handed off
+    assert index == first
+    assert sample.counters["received"] == len(sample.values["latency"]) == 3
+    assert worker.interval_index > first
+    assert worker.rec.received == 1  # the fourth, in the next interval
 
 
 def test_a_consumer_that_handles_messages_takes_no_frames():
