@@ -167,6 +167,10 @@ class Transport(ABC):
         headed that header's value and the body of each message it need not acknowledge."""
         return False
 
+    def interrupt(self) -> None:
+        """From another thread: make a receive() that waits for a pushed transport's inbox
+        return now (the run stops, the connection was lost). Others return by their timeout."""
+
     def flush(self) -> None:
         """Write out what send() queued and tend the connection: a producer calls it before
         it sleeps. Transports that write in send() keep this no-op."""

@@ -46,6 +46,10 @@ class Inbox(Generic[T]):
             except RuntimeError:
                 pass  # another producer released it since locked() was read
 
+    def interrupt(self) -> None:
+        """Make a get() that waits, or the next one, return now (None if nothing came)."""
+        self._wake()
+
     def put(self, item: T) -> None:
         if self.capacity and len(self.items) >= self.capacity:
             self._wait_for_space()

@@ -57,6 +57,9 @@ class NetworkTransport(Transport):
             self.headed = None if self.acknowledges() else headed
         return True
 
+    def interrupt(self) -> None:
+        self.inbox.interrupt()
+
     def take(self, timeout: float) -> Message | None:
         raw = self.inbox.get(timeout)
         return None if raw is None else self.message(raw)

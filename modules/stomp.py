@@ -109,6 +109,7 @@ class _Listener(stomp.ConnectionListener):
             self.transport.outages.went_down()
         for event in list(self.transport.receipts.values()):
             event.set()
+        self.transport.interrupt()  # the worker's receive() connects again
 
 
 class StompTransport(NetworkTransport):

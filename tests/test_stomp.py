@@ -1,6 +1,7 @@
 """The STOMP transport against real ActiveMQ and RabbitMQ brokers."""
 
 import shlex
+import threading
 import time
 
 import pytest
@@ -230,3 +231,22 @@ def test_settle_drains_what_a_run_left_on_its_queues(brokers, broker):
                           group_spec({"module": "stomp.Receiver", "name": "r", **given})])
     assert drain(run) == [f"drained 7 messages left on stomp:{queue}"]
     assert drain(run) == []
+
+
+def test_a_waiting_receive_returns_when_interrupted(brokers):
+    """A pushed consumer's thread waits up to a quarter second at a time; the stop and a lost
+    connection interrupt that wait instead of leaving it to its timeout."""
+    receiver = transport(brokers, "rabbitmq")
+    receiver.subscribe(Destination("topic", unique("interrupt")))
+    try:
+        returned = []
+        waiting = threading.Thread(target=lambda: returned.append(receiver.receive(30.0)))
+        waiting.start()
+        time.sleep(0.3)
+        assert not returned  # still waiting: nothing came
+        began = time.monotonic()
+        receiver.interrupt()
+        waiting.join(5.0)
+        assert returned == [None] and time.monotonic() - began < 5.0
+    finally:
+        receiver.close()

@@ -232,6 +232,8 @@ class Cell:
         self.control.producing = False
         self.control.consuming = False
         self.control.wake.set()
+        for worker in list(self.workers):
+            worker.transport.interrupt()  # a pushed consumer waiting in receive()
 
     # -- live changes (the live screen's keys), called between start and stop
     def pause(self, paused: bool) -> None:
