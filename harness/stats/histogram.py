@@ -84,12 +84,6 @@ def decode(text: str) -> HdrHistogram:
     return HdrHistogram.decode(text)
 
 
-def add_encoded(target: HdrHistogram, text: str) -> None:
-    other = decode(text)
-    if other.get_total_count():
-        target.add(other)
-
-
 def values_at(histogram: HdrHistogram, points: Sequence[float]) -> list[int]:
     """The value at each percentile, exactly as HdrHistogram's get_value_at_percentile gives
     it, from one NumPy cumulative sum instead of a Python loop over the counts per query."""

@@ -33,7 +33,7 @@ from harness.stats.figures import (
     summed_rate,
     us_per_message,
 )
-from harness.stats.histogram import add_encoded, encode, new_histogram, percentiles
+from harness.stats.histogram import decode, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd
 from harness.stats.verify import count_in, union_count
@@ -159,9 +159,11 @@ class RunStats:
                     for name, value in part.counters.items():
                         measured[name] += value
                 for metric, text in part.histograms.items():
-                    add_encoded(histograms[metric], text)
-                    if phase != "warmup":
-                        add_encoded(totals.histograms[metric], text)
+                    histogram = decode(text)  # once, for the interval and the totals
+                    if histogram.get_total_count():
+                        histograms[metric].add(histogram)
+                        if phase != "warmup":
+                            totals.histograms[metric].add(histogram)
             cpu = max(r.cpu for r, _ in parts)
             views[totals.spec.name] = GroupInterval(
                 totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
