@@ -44,6 +44,14 @@ The bare loops run with glibc's allocator set as the harness sets it in its own 
 (harness.engine.allocator): without it, a nats-py process whose imports never raised glibc's
 mapping threshold maps, faults in and unmaps asyncio's read buffer for every socket read.
 
+With --baseline PYTHON (and --fed-rate N), each consumer row pairs this checkout's harness
+with the harness another Python runs, instead of with the bare loop: fed at once, as
+--together pairs them. Give the Python of another checkout's environment, e.g. after
+`git worktree add /tmp/base REV` and `python3 -m venv /tmp/base/.venv` and
+`/tmp/base/.venv/bin/pip install -e '/tmp/base[all]'`, /tmp/base/.venv/bin/python. A change of
+a few percent in what a message costs shows there, where two runs of the bench (before and
+after) differ by more on this machine.
+
 With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
 group alike: each send when it is due, what is queued written out before the loop sleeps.
 At such rates a wake-up per message costs more than the message, for both.
@@ -102,6 +110,8 @@ FLOOR = [0.0, 0.0]
 # whose imports never raised glibc's mapping threshold paid a mapping and two page faults
 # per socket read, a tenth of its CPU time, and the harness looked cheaper than it.
 BARE_ENV: dict[str, str] = {}
+# --baseline: the Python whose harness the consumer rows pair with this one's
+BASELINE: list[str] = []
 
 
 def harness(seconds: float, *groups: list[str], drain: float = 60.0,
@@ -112,13 +122,16 @@ def harness(seconds: float, *groups: list[str], drain: float = 60.0,
 
 
 def harness_start(seconds: float, *groups: list[str], drain: float = 60.0,
-                  warmup: float = WARMUP, cpu: int | None = None
+                  warmup: float = WARMUP, cpu: int | None = None, python: str | None = None
                   ) -> tuple[subprocess.Popen, tempfile.TemporaryDirectory, list[str]]:
     """A harness run started in the background (on one CPU if cpu is set, its group
-    processes too); harness_wait() reads its figures."""
+    processes too; by another Python's harness if python is set); harness_wait() reads its
+    figures."""
     first, *others = groups
     # Consumers drain what is left, or the broker keeps it and holds the next producer back.
-    command = [sys.executable, "-m", "harness", "run", *first, "-sw", str(warmup),
+    # -P: not this checkout's harness from the working directory, but the one python has.
+    start = [sys.executable, "-m"] if python is None else [python, "-P", "-m"]
+    command = [*start, "harness", "run", *first, "-sw", str(warmup),
                "-rl", str(warmup + seconds), *SAMPLE, "--drain", str(drain)]
     for group in others:
         command += ["-g", " ".join(group)]
@@ -612,8 +625,12 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     names = [destination(producer.startswith("mqtt")) for _ in range(2)]
     if swap:
         names.reverse()
-    child = bare_child(receive, broker, bare_destination(kind, send, names[0]), seconds,
-                       FED_WARMUP, cpu=consumers_cpu)
+    if BASELINE:  # the other harness in the bare loop's place
+        child = harness_start(seconds, ["-m", consumer, "-d", names[0], *flags],
+                              warmup=FED_WARMUP - 1, cpu=consumers_cpu, python=BASELINE[0])
+    else:
+        child = bare_child(receive, broker, bare_destination(kind, send, names[0]), seconds,
+                           FED_WARMUP, cpu=consumers_cpu)
     # A run of one group is one process. Its window opens about when the bare loop's does
     # (a run starts in about a second), and both close well before the producers stop.
     ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *flags],
@@ -622,10 +639,15 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, "-rt", str(rate), *flags]
                                         for name in names), cpu=producers_cpu)
     rates = harness_wait(ours)
-    out = json.loads(child.communicate(timeout=seconds + 60)[0])
+    key = consumer.split(".")[1].lower()
+    if BASELINE:
+        other = harness_wait(child)[key]  # type: ignore[arg-type]
+    else:
+        out = json.loads(child.communicate(timeout=seconds + 60)[0])
+        other = (out["rate"], out["us"])
     for name in names:
         forget(name, flags)
-    return (out["rate"], out["us"]), rates[consumer.split(".")[1].lower()]
+    return other, rates[key]
 
 
 def together_producers(seconds: float, rate: int, producer: str, consumer: str,
@@ -710,10 +732,11 @@ def paired_row(name: str, pairs: list[tuple[tuple[float, float], tuple[float, fl
     bu = statistics.median(b[1] for b, _ in pairs)
     hu = statistics.median(h[1] for _, h in pairs)
     rates = " ".join(f"{b[0]:,.0f}/{h[0]:,.0f}" for b, h in pairs)
-    print(f"{name:<44} cpu/msg bare {bu:6.1f} us  harness {hu:6.1f} us  paired ratio "
+    other = "baseline" if BASELINE else "bare"
+    print(f"{name:<44} cpu/msg {other} {bu:6.1f} us  harness {hu:6.1f} us  paired ratio "
           f"{statistics.median(ratios):5.2f} (runs {', '.join(f'{r:.2f}' for r in ratios)})"
-          + (f"  best {(bu + floor_us) / bu:4.2f}" if floor_us else "")
-          + f"  msg/s bare/harness {rates}", flush=True)
+          + (f"  best {(bu + floor_us) / bu:4.2f}" if floor_us and not BASELINE else "")
+          + f"  msg/s {other}/harness {rates}", flush=True)
 
 
 def compare(repeat: int, one_bare, one_harness) -> tuple[list, list]:
@@ -747,8 +770,26 @@ def main() -> None:
                         "producer, bare and harness, sending at N msg/s (each send when due)")
     parser.add_argument("--sample-seconds", type=float, default=0.5, metavar="S",
                         help="the harness's statistics interval (-ss; default 0.5)")
+    parser.add_argument("--baseline", metavar="PYTHON", help="pair each consumer row with the "
+                        "harness this Python runs (another checkout's environment), fed at "
+                        "once, instead of with the bare loop (needs --fed-rate; consumers "
+                        "only)")
     parser.add_argument("--loop", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.baseline:
+        if not args.fed_rate or args.paced_rate:
+            parser.error("--baseline compares consumers fed at --fed-rate N; it takes no "
+                         "--paced-rate")
+        try:
+            found = subprocess.run([args.baseline, "-P", "-c", "import harness.cli"],
+                                   capture_output=True, text=True)
+        except OSError as exc:
+            parser.error(f"--baseline {args.baseline}: {exc.strerror}")
+        if found.returncode:
+            parser.error(f"--baseline {args.baseline}: no harness there "
+                         f"({(found.stderr.strip().splitlines() or ['cannot run it'])[-1]})")
+        BASELINE.append(args.baseline)
+        args.together, args.no_unthrottled = True, True
     if args.no_unthrottled and not (args.fed_rate or args.paced_rate):
         parser.error("--no-unthrottled needs --fed-rate or --paced-rate: without them there "
                      "is nothing else to measure, and --fed takes its rate from the "
