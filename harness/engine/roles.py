@@ -218,6 +218,7 @@ class Consumer(Worker):
                 break
 
     def consume(self, message: Message, now: int) -> None:
+        self.last = now
         seq = message.seq
         if self.measure(message.producer, seq, message.ts, message.sent, len(message.body),
                         now):
@@ -309,7 +310,6 @@ class Consumer(Worker):
         foreign, not timed, not sequence-checked."""
         if now >= self.next_boundary:
             self.flush(now)
-        self.last = now
         rec = self.rec
         rec.received += 1
         rec.bytes += size
