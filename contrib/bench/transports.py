@@ -55,6 +55,11 @@ after) differ by more on this machine.
 With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
 group alike: each send when it is due, what is queued written out before the loop sleeps.
 At such rates a wake-up per message costs more than the message, for both.
+With --poisson too, both sides draw exponential gaps of the same mean (Poisson arrivals)
+instead of a fixed gap. Paired (--together) at a fixed gap, the two producers on one CPU lock
+into one phase for the whole run, and which of them the other's wake-ups interrupt mid-send
+depends on that phase: the runs of one row spread from 1.16 to 1.57. With random gaps every
+run sees the same mix, and the runs of a row fall within 0.03 of its median.
 --no-unthrottled skips the unthrottled rows (and the native peers below). The harness's
 statistics interval is 0.5 s unless --sample-seconds says otherwise: ten times the interval
 work of its 5 s default, so its figures here are conservative.
@@ -74,6 +79,7 @@ import functools
 import gc
 import json
 import os
+import random
 import select
 import socket
 import statistics
@@ -112,6 +118,16 @@ FLOOR = [0.0, 0.0]
 BARE_ENV: dict[str, str] = {}
 # --baseline: the Python whose harness the consumer rows pair with this one's
 BASELINE: list[str] = []
+# --poisson: paced producers draw exponential gaps (bare loops and harness alike)
+POISSON = [False]
+
+
+def gaps(rate: float) -> Callable[[], float]:
+    """The gap before each paced send, in seconds: fixed, or with --poisson exponential
+    with the same mean."""
+    if POISSON[0]:
+        return functools.partial(random.expovariate, rate)
+    return functools.partial(float, 1 / rate)
 
 
 def harness(seconds: float, *groups: list[str], drain: float = 60.0,
@@ -266,13 +282,13 @@ async def nats_send(destination: str, start: float, end: float, jetstream: bool,
         js = nc.jetstream(publish_async_max_pending=INFLIGHT)
         stream = "harness-" + name.replace(".", "_")
         await js.add_stream(name=stream, subjects=[name])
-    period, due = 1 / rate if rate else 0.0, time.monotonic()
+    gap, due = gaps(rate) if rate else None, time.monotonic()
     while (now := time.monotonic()) < end:
-        if period:
+        if gap is not None:
             if due > now:
                 await asyncio.sleep(0)
                 time.sleep(max(due - time.monotonic(), 0))
-            due += period
+            due += gap()
         if jetstream:
             await js.publish_async(name, payload)  # waits while INFLIGHT are outstanding
         else:
@@ -357,16 +373,16 @@ def produce(send: Callable[[], object], write_out: Callable[[], object], start: 
     """Send until end, counting the sends in the window from start. Unthrottled, what is
     queued is written every 64 sends; paced at `rate`, each send is made when due and what is
     queued is written before the loop sleeps, as the harness's producers do."""
-    period = 1 / rate if rate else 0.0
+    gap = gaps(rate) if rate else None
     count = queued = 0
     due = time.monotonic()
     while (now := time.monotonic()) < end:
-        if period:
+        if gap is not None:
             if due > now:
                 write_out()
                 queued = 0
                 time.sleep(max(due - time.monotonic(), 0))
-            due += period
+            due += gap()
         send()
         count += now >= start
         queued += 1
@@ -563,8 +579,9 @@ def bare(seconds: float, broker: str, destination: str, send: str, receive: str,
 def bare_child(kind: str, broker: str, destination: str, seconds: float, *extra: float,
                cpu: int | None = None) -> subprocess.Popen:
     """One bare loop (bare_loop), this script run again; extra: its warm-up and rate."""
-    return subprocess.Popen([sys.executable, __file__, "--loop", kind, broker, destination,
-                             str(seconds), *map(str, extra)], stdout=subprocess.PIPE,
+    poisson = ["--poisson"] if POISSON[0] else []
+    return subprocess.Popen([sys.executable, __file__, *poisson, "--loop", kind, broker,
+                             destination, str(seconds), *map(str, extra)], stdout=subprocess.PIPE,
                             text=True, env=BARE_ENV, preexec_fn=pinned(cpu))
 
 
@@ -668,7 +685,9 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
     child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
                        FED_WARMUP, rate, cpu=producers_cpu)
-    rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate), *flags],
+    poisson = ["--poisson"] if POISSON[0] else []
+    rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate), *poisson,
+                              *flags],
                     warmup=FED_WARMUP - 1, cpu=producers_cpu)
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
     harness_wait(consumers)
@@ -686,7 +705,7 @@ def forget(name: str, flags: list[str]) -> None:
 def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
                  rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
-    paced = ["-rt", f"{rate:g}"] if rate else []
+    paced = ["-rt", f"{rate:g}", *(["--poisson"] if POISSON[0] else [])] if rate else []
     # At QoS 0 Mosquitto drops what the subscriber cannot take: the destination's balance
     # never closes, and a long drain would only wait it out.
     rates = harness(seconds, ["-m", producer, "-d", name, *paced, *flags],
@@ -774,6 +793,9 @@ def main() -> None:
                         "harness this Python runs (another checkout's environment), fed at "
                         "once, instead of with the bare loop (needs --fed-rate; consumers "
                         "only)")
+    parser.add_argument("--poisson", action="store_true", help="with --paced-rate: "
+                        "exponential gaps of the same mean (Poisson arrivals) on both sides, "
+                        "bare loop and harness, instead of a fixed gap")
     parser.add_argument("--loop", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
@@ -801,6 +823,9 @@ def main() -> None:
     if args.sample_seconds <= 0:
         parser.error(f"--sample-seconds must be positive, not {args.sample_seconds:g}")
     SAMPLE[1] = f"{args.sample_seconds:g}"
+    if args.poisson and not (args.paced_rate or args.loop):
+        parser.error("--poisson draws the gaps of --paced-rate N: give --paced-rate")
+    POISSON[0] = args.poisson
     args.fed = args.fed or bool(args.fed_rate) or (args.together and not args.paced_rate)
     if args.loop:
         kind, broker, destination, seconds, *warmup = args.loop
