@@ -55,11 +55,13 @@ after) differ by more on this machine.
 With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
 group alike: each send when it is due, what is queued written out before the loop sleeps.
 At such rates a wake-up per message costs more than the message, for both.
-With --poisson too, both sides draw exponential gaps of the same mean (Poisson arrivals)
-instead of a fixed gap. Paired (--together) at a fixed gap, the two producers on one CPU lock
-into one phase for the whole run, and which of them the other's wake-ups interrupt mid-send
-depends on that phase: the runs of one row spread from 1.16 to 1.57. With random gaps every
-run sees the same mix, and the runs of a row fall within 0.03 of its median.
+With --poisson too (with --paced-rate, or --fed-rate for the feeding producers), every paced
+producer draws exponential gaps of the same mean (Poisson arrivals) instead of a fixed gap.
+Paired (--together) at a fixed gap, the two producers on one CPU lock into one phase for the
+whole run, and which of them the other's wake-ups interrupt mid-send depends on that phase:
+the runs of one row spread from 1.16 to 1.57. With random gaps every run sees the same mix,
+and the runs of a row fall within 0.03 of its median. Two feeders paced alike send at the
+same instants, so the consumers they feed wake together for every message.
 --no-unthrottled skips the unthrottled rows (and the native peers below). The harness's
 statistics interval is 0.5 s unless --sample-seconds says otherwise: ten times the interval
 work of its 5 s default, so its figures here are conservative.
@@ -128,6 +130,11 @@ def gaps(rate: float) -> Callable[[], float]:
     if POISSON[0]:
         return functools.partial(random.expovariate, rate)
     return functools.partial(float, 1 / rate)
+
+
+def poisson_flag() -> list[str]:
+    """What a paced harness producer is given for --poisson."""
+    return ["--poisson"] if POISSON[0] else []
 
 
 def harness(seconds: float, *groups: list[str], drain: float = 60.0,
@@ -579,8 +586,7 @@ def bare(seconds: float, broker: str, destination: str, send: str, receive: str,
 def bare_child(kind: str, broker: str, destination: str, seconds: float, *extra: float,
                cpu: int | None = None) -> subprocess.Popen:
     """One bare loop (bare_loop), this script run again; extra: its warm-up and rate."""
-    poisson = ["--poisson"] if POISSON[0] else []
-    return subprocess.Popen([sys.executable, __file__, *poisson, "--loop", kind, broker,
+    return subprocess.Popen([sys.executable, __file__, *poisson_flag(), "--loop", kind, broker,
                              destination, str(seconds), *map(str, extra)], stdout=subprocess.PIPE,
                             text=True, env=BARE_ENV, preexec_fn=pinned(cpu))
 
@@ -609,7 +615,7 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
     a consumer behind a slower producer reads fewer messages per wake-up, and each costs
     more (a client library's per-read work is shared by fewer messages)."""
     name = destination(producer.startswith("mqtt"))
-    feed = ["-m", producer, "-d", name, "-rt", str(rate), *flags]
+    feed = ["-m", producer, "-d", name, "-rt", str(rate), *poisson_flag(), *flags]
     if bare_side is None:
         rates = harness(seconds, feed, ["-m", consumer, "-d", name, *flags])
         result = rates[consumer.split(".")[1].lower()]
@@ -653,8 +659,9 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *flags],
                          warmup=FED_WARMUP - 1, cpu=consumers_cpu)
     time.sleep(1.5)  # both subscribed before the first message
-    harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, "-rt", str(rate), *flags]
-                                        for name in names), cpu=producers_cpu)
+    harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, "-rt", str(rate),
+                                         *poisson_flag(), *flags] for name in names),
+            cpu=producers_cpu)
     rates = harness_wait(ours)
     key = consumer.split(".")[1].lower()
     if BASELINE:
@@ -685,9 +692,8 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
     child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
                        FED_WARMUP, rate, cpu=producers_cpu)
-    poisson = ["--poisson"] if POISSON[0] else []
-    rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate), *poisson,
-                              *flags],
+    rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate),
+                              *poisson_flag(), *flags],
                     warmup=FED_WARMUP - 1, cpu=producers_cpu)
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
     harness_wait(consumers)
@@ -705,7 +711,7 @@ def forget(name: str, flags: list[str]) -> None:
 def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
                  rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
-    paced = ["-rt", f"{rate:g}", *(["--poisson"] if POISSON[0] else [])] if rate else []
+    paced = ["-rt", f"{rate:g}", *poisson_flag()] if rate else []
     # At QoS 0 Mosquitto drops what the subscriber cannot take: the destination's balance
     # never closes, and a long drain would only wait it out.
     rates = harness(seconds, ["-m", producer, "-d", name, *paced, *flags],
@@ -793,9 +799,9 @@ def main() -> None:
                         "harness this Python runs (another checkout's environment), fed at "
                         "once, instead of with the bare loop (needs --fed-rate; consumers "
                         "only)")
-    parser.add_argument("--poisson", action="store_true", help="with --paced-rate: "
-                        "exponential gaps of the same mean (Poisson arrivals) on both sides, "
-                        "bare loop and harness, instead of a fixed gap")
+    parser.add_argument("--poisson", action="store_true", help="with --paced-rate or "
+                        "--fed-rate: exponential gaps of the same mean (Poisson arrivals) for "
+                        "every paced producer, bare loop and harness, instead of a fixed gap")
     parser.add_argument("--loop", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.baseline:
@@ -823,8 +829,8 @@ def main() -> None:
     if args.sample_seconds <= 0:
         parser.error(f"--sample-seconds must be positive, not {args.sample_seconds:g}")
     SAMPLE[1] = f"{args.sample_seconds:g}"
-    if args.poisson and not (args.paced_rate or args.loop):
-        parser.error("--poisson draws the gaps of --paced-rate N: give --paced-rate")
+    if args.poisson and not (args.paced_rate or args.fed_rate or args.loop):
+        parser.error("--poisson draws the gaps of --paced-rate N or --fed-rate N: give one")
     POISSON[0] = args.poisson
     args.fed = args.fed or bool(args.fed_rate) or (args.together and not args.paced_rate)
     if args.loop:
