@@ -37,8 +37,9 @@ from harness.transports.base import Capability, TransportError
 from harness.transports.driven import DrivenTransport
 from harness.transports.message import HEADER, Destination, Message, from_header, header
 from harness.transports.options import option
+from harness.transports.selector import MicrosecondEpoll
 from harness.transports.settings import Settings
-from pika.adapters.select_connection import SelectConnection
+from pika.adapters.select_connection import EPollPoller, IOLoop, SelectConnection
 from pika.adapters.utils.connection_workflow import (
     AMQPConnectionWorkflowFailed,
     AMQPConnectorPhaseErrorBase,
@@ -130,6 +131,23 @@ def pairs(items: list[str] | None) -> dict[str, Any]:
 
 def _noop() -> None:
     pass
+
+
+class _Poller(EPollPoller):
+    @staticmethod
+    def _create_poller() -> MicrosecondEpoll:
+        return MicrosecondEpoll()
+
+
+class _IOLoop(IOLoop):
+    """pika's IOLoop waiting to the microsecond (harness.transports.selector): a producer waits
+    in it for confirmations until its next send is due. pika has no public way to give its
+    poller; these two hooks are the ones its own pollers use."""
+
+    @staticmethod
+    def _get_poller(get_wait_seconds: Callable[[], float | None],
+                    process_timeouts: Callable[[], None]) -> EPollPoller:
+        return _Poller(get_wait_seconds, process_timeouts)
 
 
 BROKER_EXCHANGES = {"amq.direct": "direct", "amq.topic": "topic", "amq.fanout": "fanout",
@@ -312,7 +330,7 @@ class AmqpTransport(DrivenTransport):
             self._parameters(),
             on_open_callback=lambda c: result.setdefault("open", c),
             on_open_error_callback=lambda c, exc: result.setdefault("error", exc),
-            on_close_callback=self._connection_closed)
+            on_close_callback=self._connection_closed, custom_ioloop=_IOLoop())
         conn.ioloop.activate_poller()
         self.conn = conn
         deadline = time.monotonic() + CONNECT_TIMEOUT_S

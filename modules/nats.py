@@ -50,6 +50,7 @@ from harness.transports.base import Capability, TransportError
 from harness.transports.driven import DrivenTransport
 from harness.transports.message import Destination, Message, frame, unframe
 from harness.transports.options import option
+from harness.transports.selector import MicrosecondSelector
 from harness.transports.settings import Settings
 from nats.js import api
 
@@ -180,7 +181,8 @@ class NatsTransport(DrivenTransport):
     def __init__(self, settings: Settings[NatsOptions]) -> None:
         super().__init__(settings)
         self.o = settings.options
-        self.loop = asyncio.new_event_loop()
+        # A producer waits in the loop for confirmations until its next send is due.
+        self.loop = asyncio.SelectorEventLoop(MicrosecondSelector())
         self.nc: Any = None
         self.js: Any = None
         self.sub: Any = None
