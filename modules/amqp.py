@@ -140,9 +140,9 @@ class _Poller(EPollPoller):
 
 
 class _IOLoop(IOLoop):
-    """pika's IOLoop waiting to the microsecond (harness.transports.selector): a producer waits
-    in it for confirmations until its next send is due. pika has no public way to give its
-    poller; these two hooks are the ones its own pollers use."""
+    """pika's IOLoop waiting to the microsecond (harness.transports.selector), for a producer
+    with confirms. pika has no public way to give its poller; these two hooks are the ones
+    its own pollers use."""
 
     @staticmethod
     def _get_poller(get_wait_seconds: Callable[[], float | None],
@@ -330,7 +330,8 @@ class AmqpTransport(DrivenTransport):
             self._parameters(),
             on_open_callback=lambda c: result.setdefault("open", c),
             on_open_error_callback=lambda c, exc: result.setdefault("error", exc),
-            on_close_callback=self._connection_closed, custom_ioloop=_IOLoop())
+            on_close_callback=self._connection_closed,
+            custom_ioloop=_IOLoop() if self.exact_waits else None)
         conn.ioloop.activate_poller()
         self.conn = conn
         deadline = time.monotonic() + CONNECT_TIMEOUT_S

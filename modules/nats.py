@@ -181,8 +181,8 @@ class NatsTransport(DrivenTransport):
     def __init__(self, settings: Settings[NatsOptions]) -> None:
         super().__init__(settings)
         self.o = settings.options
-        # A producer waits in the loop for confirmations until its next send is due.
-        self.loop = asyncio.SelectorEventLoop(MicrosecondSelector())
+        self.loop = asyncio.SelectorEventLoop(MicrosecondSelector()) if self.exact_waits \
+            else asyncio.new_event_loop()
         self.nc: Any = None
         self.js: Any = None
         self.sub: Any = None
