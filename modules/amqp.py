@@ -331,7 +331,7 @@ class AmqpTransport(DrivenTransport):
             on_open_callback=lambda c: result.setdefault("open", c),
             on_open_error_callback=lambda c, exc: result.setdefault("error", exc),
             on_close_callback=self._connection_closed,
-            custom_ioloop=_IOLoop() if self.exact_waits else None)
+            custom_ioloop=_IOLoop() if self.exact_waits and MicrosecondEpoll else None)
         conn.ioloop.activate_poller()
         self.conn = conn
         deadline = time.monotonic() + CONNECT_TIMEOUT_S

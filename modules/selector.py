@@ -42,27 +42,32 @@ def wait(poll: Callable[[float], Events], fileno: int, timeout: float) -> Events
     return poll(0)
 
 
-class MicrosecondSelector(selectors.EpollSelector):
-    """An asyncio event loop's selector."""
+if hasattr(select, "epoll"):
+    class MicrosecondSelector(selectors.EpollSelector):
+        """An asyncio event loop's selector."""
 
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None or timeout <= 0:
-            return super().select(timeout)
-        return wait(super().select, self.fileno(), timeout)
+        def select(self, timeout: float | None = None
+                   ) -> list[tuple[selectors.SelectorKey, int]]:
+            if timeout is None or timeout <= 0:
+                return super().select(timeout)
+            return wait(super().select, self.fileno(), timeout)
 
+    class MicrosecondEpoll:
+        """select.epoll (which cannot be subclassed) as pika's epoll poller uses it."""
 
-class MicrosecondEpoll:
-    """select.epoll (which cannot be subclassed) as pika's epoll poller uses it."""
+        def __init__(self) -> None:
+            self.epoll = select.epoll()
+            self.register = self.epoll.register
+            self.modify = self.epoll.modify
+            self.unregister = self.epoll.unregister
+            self.close = self.epoll.close
+            self.fileno = self.epoll.fileno
 
-    def __init__(self) -> None:
-        self.epoll = select.epoll()
-        self.register = self.epoll.register
-        self.modify = self.epoll.modify
-        self.unregister = self.epoll.unregister
-        self.close = self.epoll.close
-        self.fileno = self.epoll.fileno
+        def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
+            if timeout is None or timeout <= 0:
+                return self.epoll.poll(timeout)
+            return wait(self.epoll.poll, self.epoll.fileno(), timeout)
 
-    def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
-        if timeout is None or timeout <= 0:
-            return self.epoll.poll(timeout)
-        return wait(self.epoll.poll, self.epoll.fileno(), timeout)
+else:  # kqueue (macOS, the BSDs) waits to the nanosecond: the libraries' own loops will do
+    MicrosecondSelector = selectors.DefaultSelector  # type: ignore[misc, assignment]
+    MicrosecondEpoll = None  # type: ignore[misc, assignment]
