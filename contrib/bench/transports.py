@@ -133,8 +133,13 @@ def gaps(rate: float) -> Callable[[], float]:
 
 
 def poisson_flag() -> list[str]:
-    """What a paced harness producer is given for --poisson."""
+    """What a paced producer, this script's bare loop or the harness, is given for --poisson."""
     return ["--poisson"] if POISSON[0] else []
+
+
+def paced(rate: float) -> list[str]:
+    """A harness producer's flags for `rate` sends a second."""
+    return ["-rt", f"{rate:g}", *poisson_flag()]
 
 
 def harness(seconds: float, *groups: list[str], drain: float = 60.0,
@@ -615,7 +620,7 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
     a consumer behind a slower producer reads fewer messages per wake-up, and each costs
     more (a client library's per-read work is shared by fewer messages)."""
     name = destination(producer.startswith("mqtt"))
-    feed = ["-m", producer, "-d", name, "-rt", str(rate), *poisson_flag(), *flags]
+    feed = ["-m", producer, "-d", name, *paced(rate), *flags]
     if bare_side is None:
         rates = harness(seconds, feed, ["-m", consumer, "-d", name, *flags])
         result = rates[consumer.split(".")[1].lower()]
@@ -659,9 +664,8 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *flags],
                          warmup=FED_WARMUP - 1, cpu=consumers_cpu)
     time.sleep(1.5)  # both subscribed before the first message
-    harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, "-rt", str(rate),
-                                         *poisson_flag(), *flags] for name in names),
-            cpu=producers_cpu)
+    harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, *paced(rate), *flags]
+                                        for name in names), cpu=producers_cpu)
     rates = harness_wait(ours)
     key = consumer.split(".")[1].lower()
     if BASELINE:
@@ -692,8 +696,7 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
     child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
                        FED_WARMUP, rate, cpu=producers_cpu)
-    rates = harness(seconds, ["-m", producer, "-d", names[1], "-rt", str(rate),
-                              *poisson_flag(), *flags],
+    rates = harness(seconds, ["-m", producer, "-d", names[1], *paced(rate), *flags],
                     warmup=FED_WARMUP - 1, cpu=producers_cpu)
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
     harness_wait(consumers)
@@ -711,10 +714,10 @@ def forget(name: str, flags: list[str]) -> None:
 def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
                  rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
-    paced = ["-rt", f"{rate:g}", *poisson_flag()] if rate else []
+    pacing = paced(rate) if rate else []
     # At QoS 0 Mosquitto drops what the subscriber cannot take: the destination's balance
     # never closes, and a long drain would only wait it out.
-    rates = harness(seconds, ["-m", producer, "-d", name, *paced, *flags],
+    rates = harness(seconds, ["-m", producer, "-d", name, *pacing, *flags],
                     ["-m", consumer, "-d", name, *flags],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
     forget(name, flags)
