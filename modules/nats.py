@@ -6,10 +6,14 @@ owns the transport turns it, as the amqp transport turns pika's: a send is queue
 write_every sends, before the producer sleeps and before a Requestor waits, one turn of the
 loop publishes what is queued (nats-py's publish, back to back) and lets nats-py's flusher
 write it in one go; a consumer's receive turns the loop, whose subscription callback takes
-each message in on this same thread, with no hand-off. A turn wakes one long-lived task and runs
-the loop until that task has done the turn's work (_turn): about 8 us more than a bare
-`await nc.publish(); await sleep(0)` loop's pass back to back, 13 us paced at 4,000 sends a
-second (contrib/bench/loop_turn.py), per write_every sends and per receive poll. nats-py
+each message in on this same thread, with no hand-off. A turn that publishes wakes one
+long-lived task and runs the loop until that task has done the turn's work (_turn): about 8 us
+more than a bare `await nc.publish(); await sleep(0)` loop's pass back to back, 13 us paced at
+4,000 sends a second (contrib/bench/loop_turn.py), per write_every sends. A turn that only
+waits (a consumer's receive, a JetStream producer waiting for its next send with
+acknowledgements outstanding) runs the loop until its timer, or what it waits for, stops it,
+with no task: each acknowledgement is timed as it arrives without the producer's thread
+leaving the loop. nats-py
 reconnects by itself while the loop turns; its disconnect and reconnect callbacks count the
 outage.
 
@@ -39,7 +43,6 @@ import contextlib
 import os
 import re
 import ssl
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,6 +202,8 @@ class NatsTransport(DrivenTransport):
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
         self.watched: asyncio.Future[Any] | None = None  # the publish _acked waits for
+        self.wants_room = False  # in _await_acks: each acknowledgement ends the turn
+        self.stops_on_arrival = False  # in a wait of _turn's without its task
         self.connect_failed: asyncio.Future[Exception] | None = None
         # The task that turns the loop (_turn), woken by kick for each turn
         self.turner: asyncio.Task[None] | None = None
@@ -216,10 +221,39 @@ class NatsTransport(DrivenTransport):
             raise TransportError(f"{what}: {_reason(exc)}") from None
 
     def _turn(self, timeout: float) -> None:
-        """One turn of the loop, by the one task that turns it. run_until_complete would make
-        a task a turn and go round the loop three times: a send and its turn cost 31 us so,
-        26 us so, and a bare `await publish(); await sleep(0)` loop 18 us
-        (contrib/bench/loop_turn.py)."""
+        """Publish what is queued, then wait up to timeout for the socket and run what it
+        brought. Where there is nothing to publish or fetch (a producer waiting for its next
+        send with acknowledgements outstanding, a consumer waiting for messages), the loop
+        runs until a timer or an arrival stops it, and no coroutine takes part."""
+        if self.queued or self.to_ack or self.pull is not None:
+            self._turn_task(timeout)
+            return
+        loop = self.loop
+        if timeout <= 0 or len(self.inbox):
+            loop.call_soon(loop.stop)  # one pass: what the socket holds now
+            loop.run_forever()
+            return
+        # Stopped by the timer itself, in the pass that runs it: through a task, the wait's
+        # end took two passes more.
+        timer = loop.call_later(timeout, loop.stop)
+        self.stops_on_arrival = True
+        try:
+            loop.run_forever()
+        finally:
+            self.stops_on_arrival = False
+            timer.cancel()
+
+    def _end_wait(self) -> None:
+        """What _turn waits for came (a message for receive(), room in the window)."""
+        if self.waiter is not None:
+            _wake(self.waiter)
+        elif self.stops_on_arrival:
+            self.loop.stop()
+
+    def _turn_task(self, timeout: float) -> None:
+        """A turn by the one task that turns the loop. run_until_complete would make a task a
+        turn and go round the loop three times: a send and its turn cost 31 us so, 26 us so,
+        and a bare `await publish(); await sleep(0)` loop 18 us (contrib/bench/loop_turn.py)."""
         turner = self.turner
         self.turn_for = timeout
         if turner is None or turner.done():
@@ -331,8 +365,11 @@ class NatsTransport(DrivenTransport):
             else:
                 feedback.confirm_us.append((at - sent) // 1000)
         self._watch_oldest()
-        if self.waiter is not None:
-            _wake(self.waiter)  # a producer waiting for room in the window
+        if self.wants_room:
+            # A producer waiting for room in the window. One that waits until its next send
+            # is due (idle) stays in the loop: leaving and entering it again for every
+            # acknowledgement cost more than the acknowledgement.
+            self._end_wait()
 
     def _expire_acks(self) -> None:
         """Give up on acknowledgements older than ACK_TIMEOUT_S (a restarted server may or
@@ -467,9 +504,13 @@ class NatsTransport(DrivenTransport):
         """Publish, then turn the loop until at most `most` publishes await acknowledgement."""
         self.unwritten = 0
         self._turn(0)
-        while len(self.pending) + len(self.queued) > most:
-            self._expire_acks()
-            self._turn(0.005)
+        self.wants_room = True
+        try:
+            while len(self.pending) + len(self.queued) > most:
+                self._expire_acks()
+                self._turn(0.005)
+        finally:
+            self.wants_room = False
 
     def _write_out(self) -> None:
         self._turn(0)
@@ -552,9 +593,8 @@ class NatsTransport(DrivenTransport):
 
     def _wake_receive(self) -> None:
         """A message went into the inbox (none is measured on the loop): receive() waits."""
-        waiter = self.waiter
-        if waiter is not None and len(self.inbox):
-            _wake(waiter)
+        if len(self.inbox):
+            self._end_wait()
 
     async def _fetch(self, timeout: float) -> None:
         try:
@@ -616,11 +656,7 @@ class NatsTransport(DrivenTransport):
         try:
             if self.connected:
                 with contextlib.suppress(Exception):
-                    self._turn(0)
-                    deadline = time.monotonic() + CLOSE_TIMEOUT_S
-                    while self.pending and time.monotonic() < deadline:
-                        self._expire_acks()
-                        self._turn(0.01)
+                    self._await_acks(0)  # within ACK_TIMEOUT_S: then they count as failed
             self.closing = True
             self._stop_turner()
             with contextlib.suppress(Exception):

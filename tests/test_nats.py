@@ -12,6 +12,9 @@ from typing import Any
 
 import nats
 import pytest
+from harness.transports import transport_class
+from harness.transports.message import Destination, Message
+from harness.transports.nats import stream_name
 
 from harness.stats.histogram import decode
 from tests.conftest import (
@@ -20,6 +23,7 @@ from tests.conftest import (
     harness_command,
     only_run_dir,
     redelivered_beside_a_killed_receiver,
+    settings_for,
     unique,
     wait_for_port,
 )
@@ -237,6 +241,33 @@ async def _add_stream(name: str, subject: str) -> None:
         await nc.jetstream().add_stream(name=name, subjects=[subject])
     finally:
         await nc.close()
+
+
+def test_a_jetstream_producer_waits_for_its_next_send_while_acknowledgements_arrive(brokers,
+                                                                                 cleanup):
+    # A producer's idle() with publishes awaiting acknowledgement: each is timed as it
+    # arrives, and the wait lasts as long as asked (the thread stays in the loop).
+    subject = unique("nats.idle")
+    cleanup.append(stream_name(subject))
+    transport = transport_class("nats")(settings_for("nats.Publisher", destination=subject,
+                                                     jetstream=True))
+    transport.connect()
+    try:
+        destination = Destination("topic", subject)
+        transport.declare(destination)
+        for seq in range(5):
+            transport.send(destination, Message(bytes(64), "t", seq, 0, 0))
+        transport.flush()
+        start = time.perf_counter()
+        transport.idle(0.2)
+        waited = time.perf_counter() - start
+        assert 0.2 <= waited < 0.3
+        assert not transport.pending and not transport.feedback.failed
+        confirms = list(transport.feedback.confirm_us)
+        assert len(confirms) == 5
+        assert max(confirms) < 100_000  # as they arrived, not when the wait ended
+    finally:
+        transport.close()
 
 
 def test_a_publish_stored_in_another_stream_is_refused_not_lost(harness, brokers, cleanup):
