@@ -468,10 +468,24 @@ class NatsTransport(DrivenTransport):
         async def ensure() -> None:
             try:
                 await self.js.stream_info(name)
+                return
             except nats.js.errors.NotFoundError:
+                pass
+            try:
                 await self.js.add_stream(name=name, subjects=[subject],
                                          storage=api.StorageType(o.storage),
                                          retention=RETENTIONS[o.retention])
+            except nats.js.errors.BadRequestError:
+                # Another client made it since stream_info (the server has answered such a
+                # race "subjects overlap with an existing stream"): used as it is, as a stream
+                # found there is; with none there, the refusal stands.
+                try:
+                    await self.js.stream_info(name)
+                except nats.js.errors.NotFoundError:
+                    pass
+                else:
+                    return
+                raise
 
         self._run(ensure(), f"stream {name}")
         self.streams.add(name)

@@ -270,6 +270,29 @@ def test_a_jetstream_producer_waits_for_its_next_send_while_acknowledgements_arr
         transport.close()
 
 
+def test_a_stream_another_client_makes_meanwhile_is_used_as_found(brokers, cleanup):
+    # Producers starting at once: another client makes the stream, with another storage,
+    # between this one's look (none there) and its own add_stream, which the server refuses.
+    subject = unique("nats.race")
+    name = stream_name(subject)
+    cleanup.append(name)
+    transport = transport_class("nats")(settings_for("nats.Sender", destination=subject,
+                                                     jetstream=True, storage="memory"))
+    transport.connect()
+    try:
+        add = transport.js.add_stream
+
+        async def made_meanwhile(**config: Any) -> Any:
+            await _add_stream(name, subject)  # file storage, the server's default
+            return await add(**config)
+        transport.js.add_stream = made_meanwhile
+        transport.declare(Destination("queue", subject))
+        assert transport.send_stream == name
+        assert streams(name)[name]["storage"] == "file"
+    finally:
+        transport.close()
+
+
 def test_a_publish_stored_in_another_stream_is_refused_not_lost(harness, brokers, cleanup):
     """--stream names an existing stream that does not hold the subject, another stream
     does: the server stores each message there, where the run's consumers never read. Each
