@@ -202,7 +202,8 @@ class NatsTransport(DrivenTransport):
         self.streams: set[str] = set()
         self.send_stream: str | None = None  # the stream a JetStream producer publishes to
         self.watched: asyncio.Future[Any] | None = None  # the publish _acked waits for
-        self.wants_room = False  # in _await_acks: each acknowledgement ends the turn
+        # In _await_acks, how many publishes may await acknowledgement for its turn to end
+        self.room_at = -1
         self.stops_on_arrival = False  # in a wait of _turn's without its task
         self.connect_failed: asyncio.Future[Exception] | None = None
         # The task that turns the loop (_turn), woken by kick for each turn
@@ -365,10 +366,10 @@ class NatsTransport(DrivenTransport):
             else:
                 feedback.confirm_us.append((at - sent) // 1000)
         self._watch_oldest()
-        if self.wants_room:
-            # A producer waiting for room in the window. One that waits until its next send
-            # is due (idle) stays in the loop: leaving and entering it again for every
-            # acknowledgement cost more than the acknowledgement.
+        if len(acks) <= self.room_at:
+            # A producer waiting for room in the window has it. One that waits until its
+            # next send is due (idle) stays in the loop: leaving and entering it again for
+            # every acknowledgement cost more than the acknowledgement.
             self._end_wait()
 
     def _expire_acks(self) -> None:
@@ -518,13 +519,13 @@ class NatsTransport(DrivenTransport):
         """Publish, then turn the loop until at most `most` publishes await acknowledgement."""
         self.unwritten = 0
         self._turn(0)
-        self.wants_room = True
+        self.room_at = most
         try:
             while len(self.pending) + len(self.queued) > most:
                 self._expire_acks()
                 self._turn(0.005)
         finally:
-            self.wants_room = False
+            self.room_at = -1
 
     def _write_out(self) -> None:
         self._turn(0)
