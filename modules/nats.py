@@ -480,11 +480,8 @@ class NatsTransport(DrivenTransport):
                 # Another client made it since stream_info (the server has answered such a
                 # race "subjects overlap with an existing stream"): used as it is, as a stream
                 # found there is; with none there, the refusal stands.
-                try:
+                with contextlib.suppress(nats.js.errors.NotFoundError):
                     await self.js.stream_info(name)
-                except nats.js.errors.NotFoundError:
-                    pass
-                else:
                     return
                 raise
 
