@@ -35,3 +35,12 @@ def test_a_payload_from_another_client_is_foreign_and_whole(payload):
     message = unframe(payload, "queue", 7)
     assert message.seq == -1 and message.producer == "" and message.body == payload
     assert message.handle == 7 and message.reply_to is None
+
+
+def test_interleaved_producers_each_get_their_own_id_back():
+    # Producer ids are encoded once and kept: each frame must still carry its own.
+    ids = ["run:sender-0-0", "run:sender-0-1", "run:publisher-2-0", "é-ü"]
+    for seq in range(8):
+        producer = ids[seq % len(ids)]
+        message = unframe(frame(Message(b"x", producer, seq, 1, 2)))
+        assert (message.producer, message.seq) == (producer, seq)
