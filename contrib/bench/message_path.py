@@ -6,6 +6,12 @@ percent even on a busy machine. Prints figures; asserts nothing.
     .venv/bin/python contrib/bench/message_path.py [--messages 300000] [--rate 0]
     taskset -c 1 .venv/bin/python contrib/bench/message_path.py --paced-rate 4000
 
+With --paced-rate N, the producers only, each sending N a second and sleeping between sends,
+three runs alternated: CPU per message (best of 3), and for each run the wall time from each
+wake-up to the next sleep (the median of its sends): the code a send runs with the caches
+cold, apart from what the sleep and the wake-up cost the kernel, which the CPU figure holds
+too. The runs show how far one figure moves on the machine.
+
 The producer side runs a real loopback.Sender worker's loop (pacing checks, a Message with
 the harness fields, the send, service and delay recorded, counters) for N messages into a
 loopback queue; the consumer side then feeds each queued message to a real Receiver's
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import time
 from array import array
 from collections import deque
@@ -49,8 +56,27 @@ from harness.stats.timeline import Timeline
 BODY = bytes(256)
 
 
-def harness_paths(n: int, rate: float) -> tuple[float, float]:
-    """(producer, consumer) CPU ns per message of the harness's own loops."""
+class Waits:
+    """A paced producer's sleeps, timed: the wall time from each wake-up to the next sleep is
+    the code a send runs with the caches cold."""
+
+    def __init__(self) -> None:
+        self.woke = 0
+        self.between: list[int] = []
+
+    def sleep(self, seconds: float) -> None:
+        if self.woke:
+            self.between.append(time.perf_counter_ns() - self.woke)
+        time.sleep(seconds)
+        self.woke = time.perf_counter_ns()
+
+    def median_us(self) -> float:
+        return statistics.median(self.between) / 1000 if self.between else 0.0
+
+
+def harness_paths(n: int, rate: float, waits: Waits | None = None) -> tuple[float, float]:
+    """(producer, consumer) CPU ns per message of the harness's own loops; waits, if given,
+    times the producer's sleeps."""
     reset_broker()
     sender = {"module": "loopback.Sender", "destination": "Q", "messages": n}
     if rate:
@@ -63,8 +89,10 @@ def harness_paths(n: int, rate: float) -> tuple[float, float]:
     control = Control(Timeline.of(run, start), 10**9)
     workers = []
     for g, (group, role) in enumerate(zip(groups, (Sender, Receiver), strict=True)):
-        setup = WorkerSetup(group, g, 0, 0, run.node, control, deque(),
-                            LoopbackTransport(group.settings(run.node, 0, 0, 0)), BODY, True,
+        transport = LoopbackTransport(group.settings(run.node, 0, 0, 0))
+        if waits is not None:
+            transport.idle = waits.sleep  # type: ignore[method-assign]
+        setup = WorkerSetup(group, g, 0, 0, run.node, control, deque(), transport, BODY, True,
                             10**9, run_id="bench")
         worker = role(setup)
         worker.prepare()
@@ -140,14 +168,14 @@ def floor_paths(n: int) -> tuple[float, float]:
     return (stamped - passed) / n * 1e9, (measured - taken) / n * 1e9
 
 
-def bare_paced(rate: float, seconds: float) -> float:
+def bare_paced(rate: float, seconds: float, waits: Waits) -> float:
     """Producer CPU ns per message of the same send alone, paced by the bare loops' own
     pacing (transports.py's produce: each send when due, a sleep until then)."""
     sender, _, destination = bare_pair()
     start = time.monotonic()
     before = time.process_time()
     sent = produce(lambda: sender.send(destination, Message(BODY, "bench", 0, 0, 0)),
-                   lambda: None, start, start + seconds, rate)
+                   lambda: None, start, start + seconds, rate, waits.sleep)
     return (time.process_time() - before) / sent * 1e9
 
 
@@ -155,12 +183,23 @@ def paced(rate: float, seconds: float = 4.0) -> None:
     """What the harness's producer adds to a send that comes after a sleep: at a few thousand
     sends a second each send is a wake-up of its own, and the caches are cold."""
     n = int(rate * seconds)
-    bare = min(bare_paced(rate, seconds) for _ in range(3))
-    harness = min(harness_paths(n, rate)[0] for _ in range(3))
+    bares, harnesses = [], []
+    for _ in range(3):  # alternated
+        waits = Waits()
+        bares.append((bare_paced(rate, seconds, waits), waits.median_us()))
+        waits = Waits()
+        harnesses.append((harness_paths(n, rate, waits)[0] / 1000, waits.median_us()))
+    bare = min(b[0] for b in bares) / 1000
+    harness = min(h[0] for h in harnesses)
     print(f"{n:,} messages, 256-byte bodies, a send every {1e6 / rate:,.0f} us, the thread "
           "sleeping between sends; producer CPU us per message on one thread, best of 3")
-    print(f"producer : bare {bare / 1000:6.1f}  harness {harness / 1000:6.1f}  harness adds "
-          f"{(harness - bare) / 1000:5.1f}")
+    print(f"producer : bare {bare:6.1f}  harness {harness:6.1f}  harness adds "
+          f"{harness - bare:5.1f}")
+    between = [h[1] - b[1] for b, h in zip(bares, harnesses, strict=True)]
+    print("from a wake-up to the next sleep, median wall us, each run: bare "
+          + ", ".join(f"{b[1]:.1f}" for b in bares) + "; harness "
+          + ", ".join(f"{h[1]:.1f}" for h in harnesses) + "; harness adds "
+          + ", ".join(f"{d:.1f}" for d in between))
 
 
 def best(measure) -> tuple[float, float]:

@@ -381,7 +381,7 @@ def redis_receive(destination: str, on_message, counted: list[int], end: float,
 
 
 def produce(send: Callable[[], object], write_out: Callable[[], object], start: float,
-            end: float, rate: float) -> int:
+            end: float, rate: float, sleep: Callable[[float], object] = time.sleep) -> int:
     """Send until end, counting the sends in the window from start. Unthrottled, what is
     queued is written every 64 sends; paced at `rate`, each send is made when due and what is
     queued is written before the loop sleeps, as the harness's producers do."""
@@ -393,7 +393,7 @@ def produce(send: Callable[[], object], write_out: Callable[[], object], start: 
             if due > now:
                 write_out()
                 queued = 0
-                time.sleep(max(due - time.monotonic(), 0))
+                sleep(max(due - time.monotonic(), 0))
             due += gap()
         send()
         count += now >= start
