@@ -84,5 +84,11 @@ def test_values_at_equals_the_packages_get_value_at_percentile() -> None:
         for _ in range(rng.randint(1, 2000)):
             histogram.record_value(int(rng.lognormvariate(rng.uniform(0, 12), 2)) + 1)
         points = [0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0, rng.uniform(0, 100)]
-        assert values_at(histogram, points) == \
-            [histogram.get_value_at_percentile(p) for p in points]
+        expected = [histogram.get_value_at_percentile(p) for p in points]
+        assert values_at(histogram, points) == expected
+        # The same histogram as the outputs meet it: decoded, and added into another.
+        again = decode(encode(histogram))
+        assert values_at(again, points) == expected
+        summed = new_histogram()
+        summed.add(again)
+        assert values_at(summed, points) == expected

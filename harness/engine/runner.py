@@ -38,7 +38,7 @@ from harness.rundir.writer import (
 from harness.spec.roles import ROLES, metrics_for
 from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints, exclusive_consumers
-from harness.stats.histogram import decode, encode, new_histogram, percentiles
+from harness.stats.histogram import decode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.reports import (
     BalanceReport,
@@ -301,7 +301,7 @@ class Controller(LiveControls):
                             "threads": part.threads, "threads_up": part.threads_up,
                             "clamped": part.clamped})
             for metric, encoded in part.histograms.items():
-                histogram = decode(encoded)
+                histogram = part.histogram(metric)
                 count = histogram.get_total_count()
                 records.append({"type": "histogram", **base, "group": name,
                                 "tag": f"{name}.{metric}", "count": count,
@@ -563,7 +563,7 @@ class Controller(LiveControls):
             # The .hlog holds one histogram per tag per interval, every process's merged, as
             # HdrHistogram's log tools expect.
             hlog = [(f"{name}.{metric}", start, view.length, histogram.get_max_value(),
-                     encode(histogram))
+                     group.text(metric))
                     for name, group in view.groups.items()
                     for metric, histogram in group.histograms.items()]
             writer.write_interval(records, hlog)

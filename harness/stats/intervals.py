@@ -33,7 +33,7 @@ from harness.stats.figures import (
     summed_rate,
     us_per_message,
 )
-from harness.stats.histogram import decode, encode, new_histogram, percentiles
+from harness.stats.histogram import empty, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd
 from harness.stats.verify import count_in, union_count
@@ -48,6 +48,12 @@ class GroupInterval:
     threads: int
     producing: int
     cpu: float  # highest CPU% (of one core) among the processes running the group
+    # Histograms already encoded, where one process measured the metric: the .hlog's text.
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def text(self, metric: str) -> str:
+        """The metric's histogram, encoded."""
+        return self.texts.get(metric) or encode(self.histograms[metric])
 
     @property
     def count(self) -> int:
@@ -144,7 +150,7 @@ class RunStats:
             if not parts:
                 continue
             counters = dict.fromkeys(COUNTERS, 0)
-            histograms = {m: new_histogram() for m in totals.metrics}
+            found: dict[str, list[tuple[HdrHistogram, str]]] = {m: [] for m in totals.metrics}
             for report, part in parts:
                 phase = report.phase
                 totals.clamped += part.clamped
@@ -159,15 +165,28 @@ class RunStats:
                     for name, value in part.counters.items():
                         measured[name] += value
                 for metric, text in part.histograms.items():
-                    histogram = decode(text)  # once, for the interval and the totals
+                    histogram = part.histogram(metric)
                     if histogram.get_total_count():
-                        histograms[metric].add(histogram)
+                        found[metric].append((histogram, text))
                         if phase != "warmup":
                             totals.histograms[metric].add(histogram)
+            histograms: dict[str, HdrHistogram] = {}
+            texts: dict[str, str] = {}
+            for metric, each in found.items():
+                if not each:
+                    texts[metric], histograms[metric] = empty()
+                    continue
+                if len(each) == 1:  # one process measured it: its histogram is the interval's
+                    histograms[metric], texts[metric] = each[0]
+                    continue
+                histograms[metric] = new_histogram()
+                for histogram, _ in each:
+                    histograms[metric].add(histogram)
             cpu = max(r.cpu for r, _ in parts)
             views[totals.spec.name] = GroupInterval(
                 totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
-                sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu)
+                sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu,
+                texts)
             if any(r.phase == "measure" for r, _ in parts):
                 totals.cpu.append(cpu)
         phase = view_phase(reports)

@@ -4,6 +4,11 @@ cross from child processes through a pipe, so they are plain picklable dataclass
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from harness.stats.histogram import decode
 
 
 @dataclass
@@ -16,6 +21,25 @@ class GroupPart:
     threads_up: int
     threads: int
     producing: int  # threads still producing
+
+    def histogram(self, metric: str) -> HdrHistogram:
+        """The metric's histogram, decoded once however many outputs read it; read-only.
+        A cell in the controller's own process leaves the histograms it encoded here, so
+        that they are never decoded at all (remember)."""
+        decoded = self.__dict__.setdefault("_decoded", {})
+        histogram = decoded.get(metric)
+        if histogram is None:
+            histogram = decoded[metric] = decode(self.histograms[metric])
+        return histogram
+
+    def remember(self, metric: str, histogram: HdrHistogram) -> None:
+        self.__dict__.setdefault("_decoded", {})[metric] = histogram
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Across a pipe the text is what travels: the decoded copies stay behind.
+        state = dict(self.__dict__)
+        state.pop("_decoded", None)
+        return state
 
 
 @dataclass
