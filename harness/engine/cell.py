@@ -436,9 +436,8 @@ class Cell:
                                     f"interval; {data.counters[g]['errors']} errors in it)"))
             workers = [w for w in self.workers if w.key[0] == g]
             data.counters[g]["cpu_us"] = shares[g]
-            part = report.groups[g] = GroupPart(
+            report.groups[g] = GroupPart(
                 data.counters[g], histograms, clamped, sum(w.up for w in workers),
                 len(workers), sum(1 for w in workers if w.produces() and not w.finished))
-            for metric, histogram in decoded.items():
-                part.remember(metric, histogram)
+            report.groups[g].remember(decoded)
         self.emit(report)

@@ -108,7 +108,7 @@ def values_at(histogram: HdrHistogram, points: Sequence[float]) -> list[int]:
     if total:
         end = min(end, histogram.get_counts_array_index(histogram.max_value) + 1)
     cumulative = np.cumsum(counts[:end])
-    if end < histogram.counts_len and (not end or int(cumulative[-1]) < total):
+    if end < histogram.counts_len and int(cumulative[-1]) < total:
         cumulative = np.cumsum(counts[:histogram.counts_len])  # max_value was not the highest
     out = []
     for percentile in points:

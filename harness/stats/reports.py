@@ -32,8 +32,8 @@ class GroupPart:
             histogram = decoded[metric] = decode(self.histograms[metric])
         return histogram
 
-    def remember(self, metric: str, histogram: HdrHistogram) -> None:
-        self.__dict__.setdefault("_decoded", {})[metric] = histogram
+    def remember(self, histograms: dict[str, HdrHistogram]) -> None:
+        self.__dict__["_decoded"] = histograms
 
     def __getstate__(self) -> dict[str, Any]:
         # Across a pipe the text is what travels: the decoded copies stay behind.
