@@ -470,7 +470,7 @@ class AmqpTransport(DrivenTransport):
             self.next_tag += 1
             failed = self.feedback.failed
             before = len(failed)
-            self._sent(self.next_tag, message)
+            self._sent(self.next_tag, message.seq)
             if self.confirm_each:
                 self._await_confirms(0)
                 if len(failed) > before:
@@ -479,7 +479,7 @@ class AmqpTransport(DrivenTransport):
             elif len(self.pending) >= self.confirm_window:
                 self._await_confirms(self.confirm_window - 1)
         else:
-            self._sent(None, message)
+            self._sent(None, message.seq)
 
     def deliver(self, sink: Callable[[Message], None] | None,
                 frames: Callable[[bytes], None] | None = None,

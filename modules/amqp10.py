@@ -308,7 +308,7 @@ class Amqp10Transport(DrivenTransport):
         except (proton.ProtonException, OSError) as exc:
             self._lost(exc)
             raise TransportError(f"send failed: {_reason(exc)}") from None
-        self._sent(None if self.presettled else delivery, message)
+        self._sent(None if self.presettled else delivery, message.seq)
         if len(self.pending) >= self.window and not self.dispatching:
             self._settle(self.window - 1)
             if not self.timed and self.feedback.failed:

@@ -145,6 +145,19 @@ class Transport(ABC):
     @abstractmethod
     def send(self, destination: Destination, message: Message) -> None: ...
 
+    def send_frame(self, destination: Destination, payload: bytes, seq: int) -> None:
+        """send() for a transport whose payloads carry the harness's fields in front of the
+        body (harness.transports.message.frame), of a message with nothing else to carry (no
+        properties, correlation id or reply destination): the producer frames it
+        (plain_frame) and builds no Message. seq: its sequence number, for the failures the
+        transport reports. Only where sends_frames()."""
+        raise NotImplementedError
+
+    def sends_frames(self) -> bool:
+        """Whether the producer may call send_frame() for a message with nothing but the
+        prefix's fields."""
+        return type(self).send_frame is not Transport.send_frame
+
     @abstractmethod
     def subscribe(self, destination: Destination) -> None:
         """Start consuming from destination (one subscription per transport instance), with

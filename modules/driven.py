@@ -60,10 +60,11 @@ class DrivenTransport(Reconnecting, NetworkTransport):
     def _tend(self) -> None:
         """Between receives: what the transport does beside taking messages."""
 
-    def _sent(self, handle: Any, message: Message) -> None:
-        """Count a queued send; write out every write_every, never inside a dispatch."""
+    def _sent(self, handle: Any, seq: int) -> None:
+        """Count a queued send (seq: its sequence number); write out every write_every, never
+        inside a dispatch."""
         if handle is not None:
-            self.pending.append((handle, message.seq, time.monotonic_ns()))
+            self.pending.append((handle, seq, time.monotonic_ns()))
         self.unwritten += 1
         if self.unwritten >= self.write_every and not self.dispatching:
             self.flush()

@@ -88,14 +88,20 @@ def frame(message: Message, reply: str = "", correlation: str = "") -> bytes:
         producer = _producer_bytes[message.producer] = message.producer.encode()
     crc = message.crc
     if not reply and not correlation:  # a plain send: two pieces fewer to join
-        return b"".join((_pack(MAGIC, 1, crc is not None, message.seq, message.ts,
-                               message.sent, crc or 0, len(producer), 0, 0),
-                         producer, message.body))
+        return plain_frame(producer, message.seq, message.ts, message.sent, crc, message.body)
     reply_bytes = reply.encode() if reply else b""
     corr = correlation.encode() if correlation else b""
     return b"".join((_pack(MAGIC, 1, crc is not None, message.seq, message.ts, message.sent,
                            crc or 0, len(producer), len(reply_bytes), len(corr)),
                      producer, reply_bytes, corr, message.body))
+
+
+def plain_frame(producer: bytes, seq: int, ts: int, sent: int, crc: int | None,
+                body: bytes) -> bytes:
+    """frame() of a message with no reply destination and no correlation id, from its fields
+    (producer: its id encoded): what a producer hands Transport.send_frame()."""
+    return b"".join((_pack(MAGIC, 1, crc is not None, seq, ts, sent, crc or 0, len(producer),
+                           0, 0), producer, body))
 
 
 def unframe(payload: bytes, reply_kind: str = "queue", handle: Any = None) -> Message:

@@ -294,7 +294,11 @@ class MqttTransport(NetworkTransport):
                 properties.ResponseTopic = reply
             if correlation:
                 properties.CorrelationData = correlation.encode()
-        payload = frame(message, reply, correlation)
+        self.send_frame(destination, frame(message, reply, correlation), message.seq,
+                        properties)
+
+    def send_frame(self, destination: Destination, payload: bytes, seq: int,
+                   properties: Any = None) -> None:
         qos = self.qos
         info = self.client.publish(destination.name, payload, qos, self.retain, properties)
         if info.rc == paho.MQTT_ERR_QUEUE_SIZE:

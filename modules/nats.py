@@ -495,22 +495,26 @@ class NatsTransport(DrivenTransport):
 
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:
+        reply = message.reply_to.name if message.reply_to is not None else ""
+        self.send_frame(destination, frame(message, "", message.correlation_id or ""),
+                        message.seq, reply, message.properties)
+
+    def send_frame(self, destination: Destination, payload: bytes, seq: int, reply: str = "",
+                   headers: dict[str, str] | None = None) -> None:
         if not self.connected:
             self._check()
-        reply = message.reply_to.name if message.reply_to is not None else ""
-        payload = frame(message, "", message.correlation_id or "")
         js = self.js
         if js is not None and self.send_stream is None:
             self.declare(destination)  # again after a reconnect
         # A send time only for JetStream, whose acknowledgement is timed from it.
-        self.queued.append((destination.name, payload, reply, message.properties, message.seq,
+        self.queued.append((destination.name, payload, reply, headers, seq,
                             0 if js is None else now_ns()))
         if js is not None and len(self.pending) + len(self.queued) >= self.o.inflight:
             # Down to half the window, not by one: a turn of the loop per send would cost
             # more than the publish.
             self._await_acks(self.o.inflight // 2)
         else:
-            self._sent(None, message)
+            self._sent(None, seq)
 
     def _await_acks(self, most: int) -> None:
         """Publish, then turn the loop until at most `most` publishes await acknowledgement."""

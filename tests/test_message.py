@@ -4,7 +4,14 @@
 import zlib
 
 import pytest
-from harness.transports.message import VIEW_FROM, Destination, Message, frame, unframe
+from harness.transports.message import (
+    VIEW_FROM,
+    Destination,
+    Message,
+    frame,
+    plain_frame,
+    unframe,
+)
 
 
 @pytest.mark.parametrize("size", [0, 256, VIEW_FROM, VIEW_FROM + 1, 100_000])
@@ -44,3 +51,17 @@ def test_interleaved_producers_each_get_their_own_id_back():
         producer = ids[seq % len(ids)]
         message = unframe(frame(Message(b"x", producer, seq, 1, 2)))
         assert (message.producer, message.seq) == (producer, seq)
+
+
+@pytest.mark.parametrize("crc", [None, 0, 0xFFFFFFFF])
+def test_a_producer_frames_a_plain_message_as_frame_does(crc):
+    """What a producer frames itself (no Message built) is what frame() makes of the same
+    message, and every field comes back."""
+    body = b"payload" * 40
+    sent = Message(body, "run:sender-3-1", 77, 1_764_000_000_000_000_001,
+                   1_764_000_000_000_000_002, crc)
+    payload = plain_frame(b"run:sender-3-1", 77, sent.ts, sent.sent, crc, body)
+    assert payload == frame(sent)
+    message = unframe(payload)
+    assert (message.producer, message.seq, message.ts, message.sent, message.crc,
+            bytes(message.body)) == ("run:sender-3-1", 77, sent.ts, sent.sent, crc, body)

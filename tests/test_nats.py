@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import nats
 import pytest
 from harness.transports import transport_class
-from harness.transports.message import Destination, Message
+from harness.transports.message import Destination, Message, unframe
 from harness.transports.nats import stream_name
 
 from harness.stats.histogram import decode
@@ -104,6 +105,47 @@ def test_bodies_small_and_large_arrive_whole_behind_the_prefix(harness, brokers,
     subscriber = done.summary["groups"]["subscriber"]
     assert subscriber["received"] == 300 and subscriber["corrupt"] == 0
     assert subscriber["bytes"] == 300 * {"200": 200, "64k": 65536}[size]
+
+
+def test_properties_and_correlation_ids_go_as_headers_and_prefix_plain_sends_as_frames(
+        harness, brokers):
+    """A producer with nothing but the prefix's fields hands the transport frames it made
+    itself; one with properties or a correlation id sends Messages: either way the server
+    delivers what was asked, seen here by a bare nats-py subscriber."""
+    plain, rich = unique("nats.plain"), unique("nats.rich")
+    seen: dict[str, list[Any]] = {plain: [], rich: []}
+    ready, stop = threading.Event(), threading.Event()
+
+    async def listen() -> None:
+        nc = await nats.connect("nats://127.0.0.1:4222")
+        for subject in seen:
+            async def on(msg: Any, subject: str = subject) -> None:
+                seen[subject].append((msg.headers, unframe(msg.data)))
+            await nc.subscribe(subject, cb=on)
+        await nc.flush()
+        ready.set()
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        await nc.drain()
+
+    listener = threading.Thread(target=asyncio.run, args=(listen(),))
+    listener.start()
+    try:
+        assert ready.wait(10)
+        done = harness("run", "-m", "nats.Publisher", "-d", plain, "-mg", "50", "-rt", "200",
+                       "-ss", "1", "-g", f"-m nats.Publisher -d {rich} -mg 50 -rt 200 "
+                       "--property region=eu --correlation-id order-")
+        assert done.code == 0, done.stderr
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        listener.join(10)
+    assert [m.seq for _, m in seen[plain]] == list(range(50))
+    assert all(h is None and m.correlation_id is None for h, m in seen[plain])
+    assert [m.seq for _, m in seen[rich]] == list(range(50))
+    assert all(h == {"region": "eu"} for h, _ in seen[rich])
+    assert {m.correlation_id for _, m in seen[rich]} == {"order-0"}
+    assert {m.producer for _, m in seen[plain]} != {m.producer for _, m in seen[rich]}
 
 
 def test_core_nats_drops_for_a_slow_consumer_and_the_loss_is_counted_exactly(harness,
