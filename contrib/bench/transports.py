@@ -62,7 +62,12 @@ whole run, and which of them the other's wake-ups interrupt mid-send depends on 
 the runs of one row spread from 1.16 to 1.57. With random gaps every run sees the same mix,
 and the runs of a row fall within 0.03 of its median. Two feeders paced alike send at the
 same instants, so the consumers they feed wake together for every message.
---no-unthrottled skips the unthrottled rows (and the native peers below). The harness's
+--no-unthrottled skips the unthrottled rows (and the native peers below). With
+--paired-unthrottled, each unthrottled producer row is paired as --together pairs paced ones:
+the bare loop and the harness at once, both as fast as they go on the last CPU, sharing it,
+and the median of the runs' paired ratios; alternated runs of one row spread from 1.04 to
+1.51 within minutes on these machines (the same redis-py XADD path under Sender and
+Publisher), paired runs do not carry the machine's drift. The harness's
 statistics interval is 0.5 s unless --sample-seconds says otherwise: ten times the interval
 work of its 5 s default, so its figures here are conservative.
 
@@ -686,21 +691,23 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
                        swap: bool = False
                        ) -> tuple[tuple[float, float], tuple[float, float]]:
     """together_consumers() for producers: the bare loop and a harness run of the producer
-    alone send `rate` msg/s at the same time, each to a destination of its own, both on the
-    last CPU; one harness run of two consumers on the first drains both (swap: each the
-    other's)."""
+    alone send `rate` msg/s (0: as fast as they go, sharing the CPU) at the same time, each to
+    a destination of its own, both on the last CPU; one harness run of two consumers on the
+    first drains both (swap: each the other's)."""
     kind, broker, send, _ = bare_side
     consumers_cpu, producers_cpu = first_and_last_cpu()
     names = [destination(producer.startswith("mqtt")) for _ in range(2)]
+    # Behind unthrottled producers the consumers only keep the broker from holding them back:
+    # what they have not taken when the producers stop is left.
+    drain = 2.0 if producer.startswith("mqtt") or not rate else 60.0
     consumers = harness_start(seconds + FED_WARMUP + 4, *(["-m", consumer, "-d", name, *flags]
                                                           for name in names[::-1 if swap else 1]),
-                              drain=2.0 if producer.startswith("mqtt") else 60.0,
-                              cpu=consumers_cpu)
+                              drain=drain, cpu=consumers_cpu)
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
     child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
                        FED_WARMUP, rate, cpu=producers_cpu)
-    rates = harness(seconds, ["-m", producer, "-d", names[1], *paced(rate), *flags],
-                    warmup=FED_WARMUP - 1, cpu=producers_cpu)
+    rates = harness(seconds, ["-m", producer, "-d", names[1], *(paced(rate) if rate else []),
+                              *flags], warmup=FED_WARMUP - 1, cpu=producers_cpu)
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
     harness_wait(consumers)
     for name in names:
@@ -797,6 +804,10 @@ def main() -> None:
                         "--fed)")
     parser.add_argument("--no-unthrottled", action="store_true", help="skip the unthrottled "
                         "rows (with --fed-rate or --paced-rate)")
+    parser.add_argument("--paired-unthrottled", action="store_true", help="the unthrottled "
+                        "producer rows paired instead: the bare loop and the harness at once, "
+                        "sharing the last CPU, and the median of the paired ratios (no "
+                        "unthrottled consumer rows)")
     parser.add_argument("--paced-rate", type=int, metavar="N", help="also measure each "
                         "producer, bare and harness, sending at N msg/s (each send when due)")
     parser.add_argument("--sample-seconds", type=float, default=0.5, metavar="S",
@@ -839,6 +850,11 @@ def main() -> None:
         parser.error("--poisson draws the gaps of --paced-rate N or --fed-rate N: give one")
     POISSON[0] = args.poisson
     args.fed = args.fed or bool(args.fed_rate) or (args.together and not args.paced_rate)
+    if args.paired_unthrottled and (args.no_unthrottled or
+                                    (args.fed and not args.fed_rate)):
+        parser.error("--paired-unthrottled measures the unthrottled producers: it takes no "
+                     "--no-unthrottled, and --fed or --together needs --fed-rate N "
+                     "beside it")
     if args.loop:
         kind, broker, destination, seconds, *warmup = args.loop
         bare_loop(kind, broker, destination, float(seconds), *map(float, warmup))
@@ -879,7 +895,12 @@ def main() -> None:
                           f"{send}-send", f"{send}-receive"))
     cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
-        if not args.no_unthrottled:
+        if args.paired_unthrottled:
+            paired_row(f"{producer} ({broker}) unthrottled, together", [
+                together_producers(seconds, 0, producer, consumer, flags,
+                                   (kind, broker, send, receive), bool(i % 2))
+                for i in range(repeat)], FLOOR[0])
+        elif not args.no_unthrottled:
             bares, harnesses = compare(
                 repeat, functools.partial(bare_case, seconds, kind, broker, send, receive),
                 functools.partial(harness_case, seconds, producer, consumer, flags))
