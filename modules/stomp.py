@@ -147,6 +147,7 @@ class StompTransport(NetworkTransport):
         self.client = self.client_id(stable=bool(settings.durable_name))
         self._ids = itertools.count(1)
         self._last_attempt = 0.0
+        self.names: dict[Destination, str] = {}  # _name()'s, for the sends
 
     def open(self) -> None:
         s = self.settings
@@ -236,7 +237,8 @@ class StompTransport(NetworkTransport):
 
     # -- messages
     def send(self, destination: Destination, message: Message) -> None:
-        self._check()
+        if self.broker_errors or not self.connected:
+            self._check()
         headers = {HEADER: header(message)}
         if message.properties:
             headers.update(message.properties)
@@ -253,7 +255,12 @@ class StompTransport(NetworkTransport):
             if self.transaction is None:
                 event = self._receipt(headers)
         try:
-            self.conn.send(self._name(destination), message.body, headers=headers)
+            name = self.names.get(destination)
+            if name is None:
+                if len(self.names) >= 4096:  # a Responder's reply destinations, long gone
+                    self.names.clear()
+                name = self.names[destination] = self._name(destination)
+            self.conn.send(name, message.body, headers=headers)
         except (stomp.exception.StompException, OSError) as exc:
             self.connected = False
             self.outages.went_down()
