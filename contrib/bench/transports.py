@@ -642,7 +642,7 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
         harness(seconds + FED_WARMUP + 1, feed)
         out = json.loads(child.communicate(timeout=seconds + 60)[0])
         result = out["rate"], out["us"]
-    forget(name, flags)
+    forget(name, flags, producer)
     return result
 
 
@@ -682,7 +682,7 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
         out = json.loads(child.communicate(timeout=seconds + 60)[0])
         other = (out["rate"], out["us"])
     for name in names:
-        forget(name, flags)
+        forget(name, flags, producer)
     return other, rates[key]
 
 
@@ -711,14 +711,18 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
     harness_wait(consumers)
     for name in names:
-        forget(name, flags)
+        forget(name, flags, producer)
     return (out["rate"], out["us"]), rates[producer.split(".")[1].lower()]
 
 
-def forget(name: str, flags: list[str]) -> None:
-    """Delete what a case left on the server: a JetStream stream keeps its messages."""
+def forget(name: str, flags: list[str], producer: str) -> None:
+    """Delete what a case left on the server: a JetStream stream keeps its messages, and so
+    does a Redis stream."""
     if "--jetstream" in flags:
         asyncio.run(delete_stream("harness-" + name.replace(".", "_")))
+    elif producer.startswith("redis"):
+        import redis
+        redis.Redis().delete(name)
 
 
 def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
@@ -730,7 +734,7 @@ def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
     rates = harness(seconds, ["-m", producer, "-d", name, *pacing, *flags],
                     ["-m", consumer, "-d", name, *flags],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
-    forget(name, flags)
+    forget(name, flags, producer)
     return rates[producer.split(".")[1].lower()], rates[consumer.split(".")[1].lower()]
 
 
