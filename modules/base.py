@@ -150,8 +150,10 @@ class Transport(ABC):
         body (harness.transports.message.frame), of a message with nothing else to carry (no
         properties, correlation id or reply destination): the producer frames it
         (plain_frame) and builds no Message. seq: its sequence number, for the failures the
-        transport reports. Only where sends_frames()."""
-        raise NotImplementedError
+        transport reports. Only where sends_frames(): a transport that carries the fields
+        otherwise (headers, a Message of its own) has no use for a frame, and a generic
+        fall-back here would have to unframe it into a Message, the cost this call avoids."""
+        raise NotImplementedError(f"{type(self).__name__} takes no frames: call send()")
 
     def sends_frames(self) -> bool:
         """Whether the producer may call send_frame() for a message with nothing but the

@@ -143,8 +143,8 @@ def poisson_flag() -> list[str]:
 
 
 def paced(rate: float) -> list[str]:
-    """A harness producer's flags for `rate` sends a second."""
-    return ["-rt", f"{rate:g}", *poisson_flag()]
+    """A harness producer's flags for `rate` sends a second (0: none, unthrottled)."""
+    return ["-rt", f"{rate:g}", *poisson_flag()] if rate else []
 
 
 def harness(seconds: float, *groups: list[str], drain: float = 60.0,
@@ -706,8 +706,8 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
     child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
                        FED_WARMUP, rate, cpu=producers_cpu)
-    rates = harness(seconds, ["-m", producer, "-d", names[1], *(paced(rate) if rate else []),
-                              *flags], warmup=FED_WARMUP - 1, cpu=producers_cpu)
+    rates = harness(seconds, ["-m", producer, "-d", names[1], *paced(rate), *flags],
+                    warmup=FED_WARMUP - 1, cpu=producers_cpu)
     out = json.loads(child.communicate(timeout=seconds + 60)[0])
     harness_wait(consumers)
     for name in names:
@@ -728,10 +728,9 @@ def forget(name: str, flags: list[str], producer: str) -> None:
 def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
                  rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
-    pacing = paced(rate) if rate else []
     # At QoS 0 Mosquitto drops what the subscriber cannot take: the destination's balance
     # never closes, and a long drain would only wait it out.
-    rates = harness(seconds, ["-m", producer, "-d", name, *pacing, *flags],
+    rates = harness(seconds, ["-m", producer, "-d", name, *paced(rate), *flags],
                     ["-m", consumer, "-d", name, *flags],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
     forget(name, flags, producer)
