@@ -24,10 +24,13 @@ def test_merged_histogram_equals_the_union_of_the_processes_histograms(harness):
         assert merged.get_total_count() == union.get_total_count() > 0
         assert (counts_view(merged) == counts_view(union)).all()
         assert merged.get_max_value() == union.get_max_value()
-    # 2 processes x 2 threads x 1000/s x 3 s
-    assert summary["sender"]["sent"] == 12_000
-    assert summary["receiver"]["received"] == 12_000
-    assert summary["sender"]["rate"] == 4000.0
+    # 2 processes x 2 threads x 1000/s x 3 s were due. The last of them falls a quarter of a
+    # gap (0.25 ms) before the stop: a thread woken later than that on a loaded machine has
+    # not sent it, and it counts as unsent, as the rate must say (what was sent, exactly).
+    sender = summary["sender"]
+    assert sender["sent"] + sender["unsent"] == 12_000 and sender["unsent"] <= 4
+    assert summary["receiver"]["received"] == sender["sent"]
+    assert sender["rate"] == sender["sent"] / 3
 
 
 def test_total_rate_is_split_over_threads_and_processes(harness):
@@ -35,7 +38,9 @@ def test_total_rate_is_split_over_threads_and_processes(harness):
                      "--processes", "2", "-rl", "2", "-ss", "1",
                      "-g", "-m loopback.Receiver -d Q --processes 2")
     assert result.code == 0, result.stderr
-    assert result.summary["groups"]["sender"]["sent"] == 6000
+    # 6 threads of 500/s each for 2 s; one due just before the stop may be unsent (see above).
+    sender = result.summary["groups"]["sender"]
+    assert sender["sent"] + sender["unsent"] == 6000 and sender["unsent"] <= 6
 
 
 def test_a_producer_process_that_ends_first_does_not_hold_the_stop(harness, brokers):

@@ -11,20 +11,24 @@ def test_request_reply_round_trips_are_recorded(harness):
     assert result.code == 0, result.stderr
     requestor = result.summary["groups"]["requestor"]
     responder = result.summary["groups"]["responder"]
-    assert requestor["sent"] == requestor["received"] == 1600
+    # 1,600 were due; one due just before the stop that a thread woke too late to send is
+    # unsent, not sent (a rate is what was sent).
+    sent = requestor["sent"]
+    assert sent + requestor["unsent"] == 1600 and requestor["unsent"] <= 4
+    assert sent == requestor["received"]
     assert requestor["timeouts"] == 0 and requestor["errors"] == 0
-    assert responder["received"] == responder["sent"] == 1600
+    assert responder["received"] == responder["sent"] == sent
     # Bytes are the bodies a group sent and received: requests and replies, 256 B each.
-    assert requestor["bytes"] == responder["bytes"] == 2 * 1600 * 256
+    assert requestor["bytes"] == responder["bytes"] == 2 * sent * 256
     # Requests and replies both pass through the broker: 2 x 800 messages a second each way.
     # A reply still in flight when the measured span ends (at most one per requestor
     # thread, 4 in the 2 s) counts in the drain, not in the rate.
     throughput = result.summary["throughput"]
     for figure in ("received_by_broker", "dispatched"):
-        assert 1600.0 - 4 / 2 <= throughput[figure] <= 1600.0, throughput
+        assert sent - 4 / 2 <= throughput[figure] <= sent, throughput
     assert throughput["replication_grade"] == pytest.approx(1.0, abs=0.0025)
     latency = decode(requestor["histograms"]["latency"])
-    assert latency.get_total_count() == 1600
+    assert latency.get_total_count() == sent + requestor["unsent"]  # unsent: their wait
     assert requestor["latency"]["p50"] <= requestor["latency"]["max"]
 
 
@@ -41,8 +45,9 @@ def test_publish_subscribe_fans_out_to_every_subscriber(harness):
                      "-ss", "1", "-g", "-m loopback.Subscriber -d T -nt 3")
     assert result.code == 0, result.stderr
     summary = result.summary
-    assert summary["groups"]["publisher"]["sent"] == 1000
-    assert summary["groups"]["subscriber"]["received"] == 3000
+    publisher = summary["groups"]["publisher"]
+    assert publisher["sent"] + publisher["unsent"] == 1000 and publisher["unsent"] <= 1
+    assert summary["groups"]["subscriber"]["received"] == 3 * publisher["sent"]
     # Rates are over the measured span: the last message's copies may reach a subscriber
     # in the drain that follows it, so the grade is three less a copy or two in 3,000.
     assert summary["throughput"]["replication_grade"] == pytest.approx(3.0, abs=0.01)
