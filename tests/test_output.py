@@ -52,8 +52,11 @@ def test_manifest_and_jsonl_describe_the_run(harness):
     # Warm-up is written but left out of the summary.
     measured = sum(r["sent"] for r in counters if r["phase"] != "warmup")
     assert result.summary["groups"]["sender"]["sent"] == measured
-    assert sum(r["sent"] for r in counters) == 1500
-    assert result.summary["groups"]["sender"]["rate"] == 500.0
+    # 1,500 were due; the last, 2 ms before the stop, counts as unsent if the thread woke too
+    # late to send it in time (a rate is what was sent).
+    sender = result.summary["groups"]["sender"]
+    assert sum(r["sent"] for r in counters) + sender["unsent"] == 1500 and sender["unsent"] <= 1
+    assert sender["rate"] == measured / 2
 
 
 def test_secrets_never_reach_the_manifest():
