@@ -18,6 +18,7 @@ went to a consumer that died or gave it back) counts as `redelivered`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import socket
@@ -147,7 +148,6 @@ class StompTransport(NetworkTransport):
         self.client = self.client_id(stable=bool(settings.durable_name))
         self._ids = itertools.count(1)
         self._last_attempt = 0.0
-        self.names: dict[Destination, str] = {}  # _name()'s, for the sends
 
     def open(self) -> None:
         s = self.settings
@@ -230,6 +230,7 @@ class StompTransport(NetworkTransport):
             raise TransportError(f"subscribe to {destination.name} failed: {detail}")
 
     @staticmethod
+    @functools.lru_cache(maxsize=4096)  # formatted once: a send looks its name up
     def _name(destination: Destination) -> str:
         if destination.name.startswith("/"):
             return destination.name  # a broker-given name such as /remote-temp-queue/...
@@ -255,12 +256,7 @@ class StompTransport(NetworkTransport):
             if self.transaction is None:
                 event = self._receipt(headers)
         try:
-            name = self.names.get(destination)
-            if name is None:
-                if len(self.names) >= 4096:  # a Responder's reply destinations, long gone
-                    self.names.clear()
-                name = self.names[destination] = self._name(destination)
-            self.conn.send(name, message.body, headers=headers)
+            self.conn.send(self._name(destination), message.body, headers=headers)
         except (stomp.exception.StompException, OSError) as exc:
             self.connected = False
             self.outages.went_down()
