@@ -15,7 +15,7 @@ import nats
 import pytest
 from harness.transports import transport_class
 from harness.transports.message import Destination, Message, unframe
-from harness.transports.nats import stream_name
+from harness.transports.nats import _Resumed, stream_name
 
 from harness.stats.histogram import decode
 from tests.conftest import (
@@ -65,6 +65,41 @@ def cleanup():
     yield prefixes
     for prefix in prefixes:
         streams(prefix, delete=True)
+
+
+def test_a_publish_begun_off_the_loop_that_waits_is_finished_by_the_loop():
+    """A core NATS publish is driven on the worker's thread outside the event loop; one that
+    waits after all (_Resumed) is continued by the loop: to its end, or to its failure."""
+    loop = asyncio.new_event_loop()
+    try:
+        steps: list[str] = []
+        room = loop.create_future()
+
+        async def publish() -> str:
+            steps.append("queued")
+            steps.append(await room)
+            await asyncio.sleep(0)  # a bare yield, as a loop pass
+            return "written"
+
+        begun = publish()
+        waiting = begun.send(None)
+        assert waiting is room and steps == ["queued"]
+        loop.call_soon(room.set_result, "room")
+        assert loop.run_until_complete(_Resumed(begun, waiting)) == "written"
+        assert steps == ["queued", "room"]
+
+        refused = loop.create_future()
+
+        async def fails() -> None:
+            await refused
+
+        begun = fails()
+        waiting = begun.send(None)
+        loop.call_soon(refused.set_exception, nats.errors.OutboundBufferLimitError())
+        with pytest.raises(nats.errors.OutboundBufferLimitError):
+            loop.run_until_complete(_Resumed(begun, waiting))
+    finally:
+        loop.close()
 
 
 def test_core_nats_every_role_queue_groups_wildcards_and_request_reply(harness, brokers):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What a paced nats-py producer pays to write each send out, on one thread and one CPU: a
-publish followed by one turn of the event loop (nats-py's flusher writes it), N times, three
+publish followed by one turn of the event loop (nats-py's flusher writes it), N times, four
 ways against nats-server on 127.0.0.1:4222. Prints CPU us a send, best of 5; asserts
 nothing.
 
@@ -11,7 +11,11 @@ nothing.
 - run_until_complete: the thread enters the loop for each send with a coroutine that
   publishes and yields once (a task and three passes of the loop a send);
 - transport: the harness's nats transport, send() then flush(), as a paced Publisher does
-  before it sleeps (a turn by its long-lived task).
+  before it sleeps (a turn by its long-lived task);
+- by_hand: the publish coroutine driven outside the loop (`send(None)`, which completes
+  while nats-py's buffer has room), then one pass of the loop for nats-py's flusher: what
+  the fewest passes would cost a thread that leaves the loop between sends (measured, not
+  used by the transport: it drives a library's coroutines outside its event loop).
 
 No sleep comes between sends unless --paced-rate N asks for N sends a second, each way
 then sleeping until each send is due, as a paced producer does: the caches go cold between
@@ -82,6 +86,21 @@ def main() -> None:
             wait()
             loop.run_until_complete(turn())
 
+    def by_hand() -> None:
+        asyncio.set_event_loop(loop)  # the futures nats-py makes outside the loop are its
+        for _ in range(n):
+            wait()
+            publish = nc.publish(SUBJECT, payload)
+            try:
+                publish.send(None)
+            except StopIteration:
+                pass
+            else:  # it waited for room: the measurement would be wrong, so stop
+                publish.close()
+                raise SystemExit("loop_turn.py: a publish waited for nats-py's buffer")
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+
     def harness() -> None:
         send, flush = transport.send, transport.flush
         for seq in range(n):
@@ -90,7 +109,7 @@ def main() -> None:
             flush()
 
     ways: dict[str, Callable[[], None]] = {"bare": bare, "run_until_complete": entered,
-                                           "transport": harness}
+                                           "transport": harness, "by_hand": by_hand}
     best: dict[str, float] = {}
     gc.disable()
     try:
