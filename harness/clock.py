@@ -9,9 +9,30 @@ a run and two timestamps taken in the same process differ exactly as the monoton
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 now_ns = time.monotonic_ns
-EPOCH_OFFSET_NS: int = time.time_ns() - time.monotonic_ns()
+OFFSET_TRIES = 9
+
+
+def offset_ns(monotonic: Callable[[], int] = time.monotonic_ns,
+              wall: Callable[[], int] = time.time_ns, tries: int = OFFSET_TRIES) -> int:
+    """Epoch minus monotonic nanoseconds, from the wall clock read between two monotonic
+    readings, of the tries the one whose readings lie closest together. Read once, a thread
+    preempted between the two clocks (tens of milliseconds on a loaded machine) would shift
+    every timestamp this process makes and every latency it measures by as much."""
+    best_span, best = -1, 0
+    for _ in range(tries):
+        before = monotonic()
+        epoch = wall()
+        after = monotonic()
+        span = after - before
+        if best_span < 0 or span < best_span:
+            best_span, best = span, epoch - (before + after) // 2
+    return best
+
+
+EPOCH_OFFSET_NS: int = offset_ns()
 
 
 def epoch_ns() -> int:

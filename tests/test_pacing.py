@@ -6,7 +6,7 @@ from collections import deque
 import pytest
 from harness.transports.loopback import LoopbackTransport, reset_broker
 
-from harness.clock import now_ns
+from harness.clock import now_ns, offset_ns
 from harness.engine.pacing import Schedule
 from harness.engine.roles import Sender
 from harness.engine.worker import Control, WorkerSetup
@@ -15,6 +15,24 @@ from harness.spec.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
 NS = 1_000_000_000
+
+
+def test_the_epoch_offset_comes_from_the_closest_readings_not_a_preempted_one():
+    """The offset behind every cross-process timestamp: a thread preempted for 40 ms between
+    its clock readings must not shift the process's latencies by 40 ms (simulated clocks:
+    each read advances true time by the given nanoseconds)."""
+    true_offset = 1_764_000_000_000_000_000
+    elapsed = iter([0, 40_000_000, 100] + [1_000, 50, 50] * 8)  # before, wall, after
+    now = [0]
+
+    def monotonic() -> int:
+        now[0] += next(elapsed)
+        return now[0]
+
+    def wall() -> int:
+        return true_offset + monotonic()
+
+    assert offset_ns(monotonic, wall, tries=9) == true_offset
 
 
 def test_fixed_schedule_is_computed_from_the_start_so_it_never_drifts():

@@ -11,7 +11,8 @@ nothing.
 - run_until_complete: the thread enters the loop for each send with a coroutine that
   publishes and yields once (a task and three passes of the loop a send);
 - transport: the harness's nats transport, send() then flush(), as a paced Publisher does
-  before it sleeps (a turn by its long-lived task);
+  before it sleeps (until ccfe7a6 a turn by its long-lived task; since, the way by_hand
+  below with the transport's own work around it);
 - by_hand: the publish coroutine driven outside the loop (`send(None)`, which completes
   while nats-py's buffer has room), then one pass of the loop for nats-py's flusher: what
   the fewest passes would cost a thread that leaves the loop between sends (measured, not
