@@ -47,6 +47,7 @@ import os
 import re
 import ssl
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -324,7 +325,7 @@ class NatsTransport(DrivenTransport):
                 try:
                     await _Resumed(publish, waiting)
                 except nats.errors.Error as exc:
-                    self.feedback.failed.append((seq, "send", f"send failed: {_reason(exc)}"))
+                    self._failed((seq,), exc)
         if self.to_ack:
             acks, self.to_ack = self.to_ack, []
             for raw in acks:
@@ -349,11 +350,14 @@ class NatsTransport(DrivenTransport):
                 pending.append((future, seq, sent))
         except nats.errors.Error as exc:
             # Not published (nats-py's buffer for an outage is full, or it gave up): failed.
-            reason = f"send failed: {_reason(exc)}"
-            for *_, seq, _ in queued:
-                self.feedback.failed.append((seq, "send", reason))
+            self._failed([seq for *_, seq, _ in queued], exc)
         finally:
             self._watch_oldest()
+
+    def _failed(self, seqs: Iterable[int], exc: nats.errors.Error) -> None:
+        """Sends nats-py refused to publish (closed, or its buffer for an outage is full)."""
+        reason = f"send failed: {_reason(exc)}"
+        self.feedback.failed.extend((seq, "send", reason) for seq in seqs)
 
     def _watch_oldest(self) -> None:
         """One done-callback, on the oldest publish awaiting acknowledgement: the server
@@ -561,8 +565,8 @@ class NatsTransport(DrivenTransport):
             waiting = publish.send(None)
         except StopIteration:
             return
-        except nats.errors.Error as exc:  # closed, or its buffer for an outage is full
-            self.feedback.failed.append((seq, "send", f"send failed: {_reason(exc)}"))
+        except nats.errors.Error as exc:
+            self._failed((seq,), exc)
             return
         self.resuming.append((publish, waiting, seq))
 

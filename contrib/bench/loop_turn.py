@@ -14,9 +14,8 @@ nothing.
   before it sleeps (until ccfe7a6 a turn by its long-lived task; since, the way by_hand
   below with the transport's own work around it);
 - by_hand: the publish coroutine driven outside the loop (`send(None)`, which completes
-  while nats-py's buffer has room), then one pass of the loop for nats-py's flusher: what
-  the fewest passes would cost a thread that leaves the loop between sends (measured, not
-  used by the transport: it drives a library's coroutines outside its event loop).
+  while nats-py's buffer has room), then one pass of the loop for nats-py's flusher: the
+  mechanism the transport's paced sends use since ccfe7a6, alone.
 
 No sleep comes between sends unless --paced-rate N asks for N sends a second, each way
 then sleeping until each send is due, as a paced producer does: the caches go cold between
