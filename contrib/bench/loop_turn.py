@@ -12,10 +12,12 @@ nothing.
   publishes and yields once (a task and three passes of the loop a send);
 - transport: the harness's nats transport, send() then flush(), as a paced Publisher does
   before it sleeps (until ccfe7a6 a turn by its long-lived task; since, the way by_hand
-  below with the transport's own work around it);
+  below with the transport's own work around it, and its pass entered as `turned` enters it);
 - by_hand: the publish coroutine driven outside the loop (`send(None)`, which completes
-  while nats-py's buffer has room), then one pass of the loop for nats-py's flusher: the
-  mechanism the transport's paced sends use since ccfe7a6, alone.
+  while nats-py's buffer has room), then one pass of the loop for nats-py's flusher, entered
+  by run_forever(): the mechanism the transport's paced sends used from ccfe7a6, alone;
+- turned: the same, the pass entered by TurnedLoop.turn() (harness.transports.turned), which
+  sets up and tears down only what a pass needs: the transport's way since.
 
 No sleep comes between sends unless --paced-rate N asks for N sends a second, each way
 then sleeping until each send is due, as a paced producer does: the caches go cold between
@@ -86,20 +88,22 @@ def main() -> None:
             wait()
             loop.run_until_complete(turn())
 
-    def by_hand() -> None:
-        asyncio.set_event_loop(loop)  # the futures nats-py makes outside the loop are its
-        for _ in range(n):
-            wait()
-            publish = nc.publish(SUBJECT, payload)
-            try:
-                publish.send(None)
-            except StopIteration:
-                pass
-            else:  # it waited for room: the measurement would be wrong, so stop
-                publish.close()
-                raise SystemExit("loop_turn.py: a publish waited for nats-py's buffer")
-            loop.call_soon(loop.stop)
-            loop.run_forever()
+    def by_hand(enter: Callable[[], None]) -> Callable[[], None]:
+        def way() -> None:
+            asyncio.set_event_loop(loop)  # the futures nats-py makes outside the loop are its
+            for _ in range(n):
+                wait()
+                publish = nc.publish(SUBJECT, payload)
+                try:
+                    publish.send(None)
+                except StopIteration:
+                    pass
+                else:  # it waited for room: the measurement would be wrong, so stop
+                    publish.close()
+                    raise SystemExit("loop_turn.py: a publish waited for nats-py's buffer")
+                loop.call_soon(loop.stop)
+                enter()
+        return way
 
     def harness() -> None:
         send, flush = transport.send, transport.flush
@@ -108,8 +112,9 @@ def main() -> None:
             send(destination, Message(bytes(256), "bench", seq, 0, 0))
             flush()
 
-    ways: dict[str, Callable[[], None]] = {"bare": bare, "run_until_complete": entered,
-                                           "transport": harness, "by_hand": by_hand}
+    ways: dict[str, Callable[[], None]] = {
+        "bare": bare, "run_until_complete": entered, "transport": harness,
+        "by_hand": by_hand(loop.run_forever), "turned": by_hand(loop.turn)}
     best: dict[str, float] = {}
     gc.disable()
     try:
