@@ -66,6 +66,7 @@ def test_a_wait_ends_when_asked_and_at_once_when_a_socket_is_ready(make):
         start = time.perf_counter()
         assert len(poll(5.0)) == 1
         assert time.perf_counter() - start < 0.1
+        assert len(poll(ASKED_S)) == 1  # less than a millisecond: select(), then epoll
     finally:
         close()
         theirs.close()
