@@ -115,6 +115,30 @@ def test_transactions_make_nothing_visible_before_the_commit(server):
         transport.close()
 
 
+def test_a_command_the_server_refuses_in_a_pipeline_is_that_sends_failure(server):
+    """Each answer of a pipeline is looked at: the sends the server refused, and only those,
+    become failed sends with its reason."""
+    q, other = unique("rrefused"), unique("rstring")
+    server.set(other, "no stream")  # XADD to it answers WRONGTYPE
+    transport = RedisTransport(settings_for("redis.Sender", maxlen=0))
+    transport.connect()
+    good, bad = Destination("queue", q), Destination("queue", other)
+    try:
+        for seq in range(3):
+            transport.send(good, message(seq))
+        transport.flush()
+        assert transport.feedback.failed == []
+        for seq, destination in enumerate((good, bad, good, bad, good), start=3):
+            transport.send(destination, message(seq))
+        transport.flush()
+        failed = transport.feedback.failed
+        assert [seq for seq, _, _ in failed] == [4, 6]
+        assert all(kind == "send" and "WRONGTYPE" in reason for _, kind, reason in failed)
+        assert server.xlen(q) == 6
+    finally:
+        transport.close()
+
+
 def test_maxlen_trims_the_stream(harness, server):
     q = unique("rtrim")
     done = harness("run", "-m", "redis.Sender", "-d", q, "-mg", "5000", "--maxlen", "100")
