@@ -55,6 +55,11 @@ after) differ by more on this machine.
 With --paced-rate N, each producer is measured again sending N msg/s, bare loop and harness
 group alike: each send when it is due, what is queued written out before the loop sleeps.
 At such rates a wake-up per message costs more than the message, for both.
+Paced, the harness's JetStream producers wait in nats-py's loop, to time each publish
+acknowledgement as it arrives (a wake-up each), where the bare loop sleeps outside it and
+takes them at its next send, untimed: those rows come twice, the second against a bare loop
+that waits in its loop as well ("bare loop waiting in its loop"), the same work without the
+harness's.
 With --poisson too (with --paced-rate, or --fed-rate for the feeding producers), every paced
 producer draws exponential gaps of the same mean (Poisson arrivals) instead of a fixed gap.
 Paired (--together) at a fixed gap, the two producers on one CPU lock into one phase for the
@@ -285,12 +290,15 @@ def proton_turn(conn, timeout: float) -> None:
 
 
 async def nats_send(destination: str, start: float, end: float, jetstream: bool,
-                    rate: float = 0.0) -> int:
+                    rate: float = 0.0, in_loop: bool = False) -> int:
     """nats-py's own fastest publishing: publish without waiting (core), or publish_async
     with INFLIGHT acknowledgements outstanding (JetStream), in one coroutine. Paced at
     `rate`, each is sent when due: the loop turns once (nats-py's flusher writes what is
     queued), then the thread sleeps, as the harness's do. An asyncio sleep would wake late:
-    the loop waits on epoll, whose timeout is rounded up to a whole millisecond."""
+    the loop waits on epoll, whose timeout is rounded up to a whole millisecond. in_loop: the
+    loop (given a selector that waits to the microsecond) waits until each send is due
+    instead, and takes each acknowledgement as it arrives, a wake-up each, as any program that
+    times them must."""
     import nats
     name = destination.partition(":")[2]
     nc = await nats.connect("nats://127.0.0.1:4222")
@@ -302,7 +310,9 @@ async def nats_send(destination: str, start: float, end: float, jetstream: bool,
     gap, due = gaps(rate) if rate else None, time.monotonic()
     while (now := time.monotonic()) < end:
         if gap is not None:
-            if due > now:
+            if due > now and in_loop:  # the acknowledgements taken as they come
+                await asyncio.sleep(due - now)
+            elif due > now:
                 await asyncio.sleep(0)
                 time.sleep(max(due - time.monotonic(), 0))
             due += gap()
@@ -491,6 +501,16 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float,
         timer.start()
     if kind in ("nats-send", "natsjs-send"):
         count = asyncio.run(nats_send(destination, start, end, kind == "natsjs-send", rate))
+    elif kind == "natsjs-looped-send":
+        # Waits in its loop to the microsecond, as the harness's JetStream producer does: an
+        # asyncio sleep on epoll alone would send up to a millisecond late, in bursts.
+        from harness.transports.selector import MicrosecondSelector
+        loop = asyncio.SelectorEventLoop(MicrosecondSelector())
+        try:
+            count = loop.run_until_complete(nats_send(destination, start, end, True, rate,
+                                                      in_loop=True))
+        finally:
+            loop.close()
     elif kind.endswith(("-send", "-request")):
         count = produce(*bare_producer(kind, broker, destination), start, end, rate)
     else:
@@ -896,6 +916,12 @@ def main() -> None:
             label = {"natsjs": "jetstream", "redis-stream": "redis streams"}.get(send, send)
             cases.append((f"{transport}.{p}", f"{transport}.{c}", kind, label, flags,
                           f"{send}-send", f"{send}-receive"))
+            if send == "natsjs" and args.paced_rate and not args.fed:
+                # Paced, the harness takes each acknowledgement as it comes, to time it: the
+                # same row against a bare loop that waits in its loop as well.
+                cases.append((f"{transport}.{p}", f"{transport}.{c}", kind,
+                              "jetstream, bare loop waiting in its loop", flags,
+                              "natsjs-looped-send", f"{send}-receive"))
     cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
         if args.paired_unthrottled:
