@@ -6,14 +6,14 @@ loop up and tears it down around every entry (the running loop, the thread, the 
 generator hooks, the coroutine origin tracking): paced at 4,000 sends a second, with the caches
 cold after each sleep, a send written through run_forever() cost 5 to 6 us more than one
 written by the same pass of the loop entered without them, which costs what a bare coroutine's
-`await asyncio.sleep(0)` does (contrib/bench/loop_turn.py, `by_hand` and `one_pass`).
+`await asyncio.sleep(0)` does (contrib/bench/loop_turn.py, ways `by_hand` and `turned`).
 
 turn() runs the loop as run_forever() does, until stop(), setting only what a pass needs: the
 running loop (futures and tasks ask for it) and the loop's thread (is_running()). It skips the
 async generator hooks, which only register async generators first run in the loop, and nats-py
 has none, and the coroutine origin tracking of debug mode. Where the interpreter's event loop
-lacks the internals this relies on (asyncio's _run_once and _stopping, the same since Python
-3.4), turn() is run_forever().
+lacks the internals this relies on (asyncio's _run_once, _stopping and _thread_id), turn() is
+run_forever().
 """
 
 from __future__ import annotations
