@@ -90,7 +90,35 @@ BROKERS = {
 def brokers():
     subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start"],
                    check=True, timeout=900)
-    return BROKERS
+    before = rabbitmq_queue_names()
+    yield BROKERS
+    # Durable queues outlive the tests that made them: without this, every run of the suite
+    # left some thirty in RabbitMQ.
+    delete_rabbitmq_queues(rabbitmq_queue_names() - before)
+
+
+def rabbitmq_queue_names() -> set[str]:
+    out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "--no-table-headers"],
+                         capture_output=True, text=True, timeout=120)
+    return set(out.stdout.split()) if out.returncode == 0 else set()
+
+
+def delete_rabbitmq_queues(names: set[str]) -> None:
+    import pika
+    import pika.exceptions
+    if not names:
+        return
+    connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    try:
+        channel = connection.channel()
+        for name in sorted(names):
+            try:
+                channel.queue_delete(name)
+            except pika.exceptions.ChannelClosed as exc:  # another connection's, already gone
+                print(f"conftest: queue {name} left in RabbitMQ: {exc}", file=sys.stderr)
+                channel = connection.channel()
+    finally:
+        connection.close()
 
 
 def unique(prefix: str) -> str:
