@@ -885,7 +885,8 @@ def main() -> None:
     seconds, repeat = args.seconds, args.repeat
     print(f"256-byte messages, producer and consumer in separate processes, {seconds:g} s "
           f"measured after {WARMUP:g} s warm-up; medians of {repeat} alternating runs")
-    # Here, not at the top: the bare loops, this script's children, import no harness code.
+    # Here, not at the top: the bare loops, this script's children, import no harness code
+    # (but the microsecond selector of the JetStream loop that waits in its loop).
     from message_path import best, floor_paths  # this directory's message_path.py
 
     from harness.engine.allocator import ENVIRONMENT
@@ -924,7 +925,9 @@ def main() -> None:
                               "natsjs-looped-send", f"{send}-receive"))
     cases = [c for c in cases if c[0].startswith(args.only)]
     for producer, consumer, kind, broker, flags, send, receive in cases:
-        if args.paired_unthrottled:
+        if send == "natsjs-looped-send":
+            pass  # a paced row only: unthrottled, it is the JetStream row's bare loop
+        elif args.paired_unthrottled:
             paired_row(f"{producer} ({broker}) unthrottled, together", [
                 together_producers(seconds, 0, producer, consumer, flags,
                                    (kind, broker, send, receive), bool(i % 2))
