@@ -90,17 +90,23 @@ BROKERS = {
 def brokers():
     subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start"],
                    check=True, timeout=900)
-    before = rabbitmq_queue_names()
+    before = set(rabbitmq_queues())
     yield BROKERS
     # Durable queues outlive the tests that made them: without this, every run of the suite
     # left some thirty in RabbitMQ.
-    delete_rabbitmq_queues(rabbitmq_queue_names() - before)
+    delete_rabbitmq_queues(set(rabbitmq_queues()) - before)
 
 
-def rabbitmq_queue_names() -> set[str]:
-    out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "--no-table-headers"],
-                         capture_output=True, text=True, timeout=120)
-    return set(out.stdout.split()) if out.returncode == 0 else set()
+def rabbitmq_queues() -> dict[str, tuple[str, int]]:
+    """name -> (type, messages) of every queue, as RabbitMQ lists them."""
+    out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "type", "messages"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    queues = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2].isdigit():
+            queues[parts[0]] = (parts[1], int(parts[2]))
+    return queues
 
 
 def delete_rabbitmq_queues(names: set[str]) -> None:

@@ -2,7 +2,6 @@
 a real RabbitMQ (its AMQP 1.0 plugin enabled by the broker script)."""
 
 import json
-import subprocess
 import time
 
 import pika
@@ -11,19 +10,7 @@ from harness.transports.amqp import AmqpTransport
 from harness.transports.message import Destination, Message
 
 from harness.stats.histogram import decode
-from tests.conftest import settings_for, unique
-
-
-def rabbitmq_queues() -> dict[str, tuple[str, int]]:
-    """name -> (type, messages) of every queue, as RabbitMQ lists them."""
-    out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "type", "messages"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
-    queues = {}
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 3 and parts[2].isdigit():
-            queues[parts[0]] = (parts[1], int(parts[2]))
-    return queues
+from tests.conftest import rabbitmq_queues, settings_for, unique
 
 
 def depth(queue: str) -> int:
