@@ -245,8 +245,7 @@ class NatsTransport(DrivenTransport):
             return
         loop = self.loop
         if timeout <= 0 or len(self.inbox):
-            loop.call_soon(loop.stop)  # one pass: what the socket holds now
-            loop.turn()
+            loop.turn(once=True)  # what the socket holds now
             return
         # Stopped by the timer itself, in the pass that runs it: through a task, the wait's
         # end took two passes more.
@@ -589,8 +588,13 @@ class NatsTransport(DrivenTransport):
 
     def flush(self) -> None:
         self.unwritten = 0
-        if self.connected:
+        if not self.connected:
+            return
+        if self.queued or self.pending or self.to_ack or self.pull is not None or \
+                self.resuming:
             self._write_out()
+        else:  # _write_out()'s common case, inline: a paced send runs it with the caches cold
+            self.loop.turn(once=True)
 
     def _subscribe(self, destination: Destination) -> None:
         s, o = self.settings, self.o

@@ -32,9 +32,13 @@ class TurnedLoop(asyncio.SelectorEventLoop):
         self.lean = all(hasattr(self, name) for name in ("_run_once", "_stopping",
                                                            "_thread_id", "_check_closed"))
 
-    def turn(self) -> None:
-        """run_forever(), entered and left at the cost of a pass."""
+    def turn(self, once: bool = False) -> None:
+        """run_forever(), entered and left at the cost of a pass. once: a single pass that
+        does not wait, what `call_soon(stop)` then run_forever() runs, without the stop's
+        handle (it runs the callbacks ready as it starts, and what the socket holds)."""
         if not self.lean:
+            if once:
+                self.call_soon(self.stop)
             self.run_forever()
             return
         if self.is_running() or _get_running_loop() is not None:
@@ -43,6 +47,8 @@ class TurnedLoop(asyncio.SelectorEventLoop):
         self._check_closed()
         self._thread_id = threading.get_ident()
         _set_running_loop(self)
+        if once:
+            self._stopping = True  # the pass waits for nothing and is the last
         try:
             while True:
                 self._run_once()

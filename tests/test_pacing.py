@@ -90,6 +90,17 @@ def test_a_1000_per_second_run_holds_the_rate_every_second_and_does_not_drift(ha
     assert result.summary["groups"]["receiver"]["received"] == 30_000
 
 
+def test_a_schedule_whose_start_moves_sends_from_the_new_start():
+    """The cell moves each schedule's start to the run's once the run's clock is known; the
+    times drawn ahead of time must follow it."""
+    schedule = Schedule(start_ns=0, rate=1000.0)
+    schedule.start = 7 * NS
+    assert schedule.next_ns() == 7 * NS
+    assert schedule.next_ns() == 7 * NS + NS // 1000
+    schedule.start = 9 * NS  # moved again mid-way: the count goes on from the new start
+    assert schedule.next_ns() == 9 * NS + 2 * NS // 1000
+
+
 def test_the_threads_of_a_group_are_spread_over_the_schedule():
     """Thread k of N runs k/N of a gap behind the first: together they send evenly."""
     n, rate = 20, 50.0

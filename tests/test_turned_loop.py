@@ -40,6 +40,37 @@ def test_a_pass_runs_what_is_ready_inside_the_running_loop(loop) -> None:
     assert time.monotonic() - started >= 0.02
 
 
+def test_a_single_pass_runs_what_is_ready_and_the_socket_holds_and_waits_for_nothing(
+        loop) -> None:
+    ours, theirs = socket.socketpair()
+    try:
+        ours.setblocking(False)
+        seen = []
+
+        def first() -> None:
+            seen.append("first")
+            loop.call_soon(seen.append, "next pass")
+
+        loop.add_reader(ours.fileno(), lambda: seen.append(ours.recv(100)))
+        theirs.send(b"x")
+        loop.call_soon(first)
+        loop.call_later(5.0, seen.append, "timer")
+        started = time.monotonic()
+        loop.turn(once=True)
+        assert sorted(seen, key=str) == [b"x", "first"]
+        loop.turn(once=True)
+        assert seen[2:] == ["next pass"]
+        assert time.monotonic() - started < 1.0
+        loop.remove_reader(ours.fileno())
+    finally:
+        ours.close()
+        theirs.close()
+    loop.call_later(0.02, loop.stop)
+    started = time.monotonic()
+    loop.turn()  # the single passes left no stop behind: this turn runs until its own
+    assert time.monotonic() - started >= 0.02
+
+
 def test_a_task_goes_on_across_turns_and_a_timer_ends_a_turn_on_time(loop) -> None:
     async def later() -> str:
         await asyncio.sleep(0.03)

@@ -16,8 +16,9 @@ nothing.
 - by_hand: the publish coroutine driven outside the loop (`send(None)`, which completes
   while nats-py's buffer has room), then one pass of the loop for nats-py's flusher, entered
   by run_forever(): the mechanism the transport's paced sends used from ccfe7a6, alone;
-- turned: the same, the pass entered by TurnedLoop.turn() (harness.transports.turned), which
-  sets up and tears down only what a pass needs: the transport's way since.
+- turned: the same, the pass entered by TurnedLoop.turn(once=True) (harness.transports.turned),
+  which sets up and tears down only what a pass needs, and runs one pass without a stop's
+  handle: the transport's way since.
 
 No sleep comes between sends unless --paced-rate N asks for N sends a second, each way
 then sleeping until each send is due, as a paced producer does: the caches go cold between
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import time
 from collections.abc import Callable
@@ -101,7 +103,6 @@ def main() -> None:
                 else:  # it waited for room: the measurement would be wrong, so stop
                     publish.close()
                     raise SystemExit("loop_turn.py: a publish waited for nats-py's buffer")
-                loop.call_soon(loop.stop)
                 enter()
         return way
 
@@ -112,9 +113,13 @@ def main() -> None:
             send(destination, Message(bytes(256), "bench", seq, 0, 0))
             flush()
 
+    def one_pass() -> None:
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+
     ways: dict[str, Callable[[], None]] = {
         "bare": bare, "run_until_complete": entered, "transport": harness,
-        "by_hand": by_hand(loop.run_forever), "turned": by_hand(loop.turn)}
+        "by_hand": by_hand(one_pass), "turned": by_hand(functools.partial(loop.turn, once=True))}
     best: dict[str, float] = {}
     gc.disable()
     try:
