@@ -11,7 +11,7 @@ long-lived task and runs the loop until that task has done the turn's work (_tur
 more than a bare `await nc.publish(); await sleep(0)` loop's pass back to back, 13 us paced at
 4,000 sends a second (contrib/bench/loop_turn.py), per write_every sends. So the first core
 NATS sends since a write (a paced producer's) are not queued: nats-py's publish coroutine is
-driven to its end on this thread outside the loop (_publish_now), and the write is one pass of
+driven to its end on this thread outside the loop (in send_frame), and the write is one pass of
 the loop for nats-py's flusher, 4 to 6 us less a paced send. The thread enters the loop through
 TurnedLoop.turn() (harness.transports.turned), not run_forever(): 1.5 us less a turn back to
 back, 4 to 6 us paced, with the caches cold. A turn that only waits (a consumer's receive, a
@@ -75,7 +75,7 @@ RECONNECT_WAIT_S = 0.5
 # publish is driven on the worker's thread while it leaves that buffer at least half free: a
 # publish that would pass it waits for nats-py's flusher, which only the loop can run.
 PENDING_SIZE = 2 * 1024 * 1024
-BY_HAND_FIRST = 16
+BY_HAND_FIRST = 16  # below DrivenTransport.write_every
 QUEUE_GROUP = "harness"
 STORAGES = ("file", "memory")
 RETENTIONS = {"limits": api.RetentionPolicy.LIMITS, "workqueue": api.RetentionPolicy.WORK_QUEUE,
@@ -203,7 +203,7 @@ class NatsTransport(DrivenTransport):
         self.closing = False
         # (subject, payload, reply, headers, seq, sent ns) queued by send(); messages to ack
         self.queued: list[tuple[str, bytes, str, dict[str, str] | None, int, int]] = []
-        # Core NATS publishes that waited after all when driven off the loop (_publish_now),
+        # Core NATS publishes that waited after all when driven off the loop (send_frame),
         # each with what it waits for and its sequence number: the next turn continues them.
         self.resuming: list[tuple[Any, Any, int]] = []
         self.loop_thread = 0  # the thread whose current event loop is self.loop
@@ -533,8 +533,26 @@ class NatsTransport(DrivenTransport):
         # costs 0.4 us less than a publish driven by hand).
         if js is None and self.unwritten < BY_HAND_FIRST and not self.queued and \
                 self.nc.pending_data_size + len(payload) <= PENDING_SIZE // 2:
-            self._publish_now(destination.name, payload, reply, headers, seq)
-            self._sent(None, seq)
+            # Published now: nats-py's publish, driven to its end on this thread without
+            # entering the loop. With room in its buffer it only appends the command and wakes
+            # its flusher, so the loop's next pass writes it: a paced send then costs one pass
+            # of the loop, not a task's turn (about 4 us less a send at 4,000 a second,
+            # contrib/bench/loop_turn.py). A publish that waits after all is continued by the
+            # loop's next turn. Inline, not a method: a paced send runs it with the caches cold.
+            self.unwritten += 1  # _sent(None, seq): below BY_HAND_FIRST, never a write_every
+            if self.loop_thread != threading.get_ident():
+                # The futures nats-py makes outside the loop belong to the current event loop.
+                asyncio.set_event_loop(self.loop)
+                self.loop_thread = threading.get_ident()
+            publish = self.nc.publish(destination.name, payload, reply, headers)
+            try:
+                waiting = publish.send(None)
+            except StopIteration:
+                return
+            except nats.errors.Error as exc:
+                self._failed((seq,), exc)
+                return
+            self.resuming.append((publish, waiting, seq))
             return
         if js is not None and self.send_stream is None:
             self.declare(destination)  # again after a reconnect
@@ -547,27 +565,6 @@ class NatsTransport(DrivenTransport):
             self._await_acks(self.o.inflight // 2)
         else:
             self._sent(None, seq)
-
-    def _publish_now(self, subject: str, payload: bytes, reply: str,
-                     headers: dict[str, str] | None, seq: int) -> None:
-        """Core NATS: nats-py's publish, driven to its end on this thread without entering
-        the loop. With room in its buffer it only appends the command and wakes its flusher,
-        so the loop's next pass writes it: a paced send then costs one pass of the loop, not a
-        task's turn (about 4 us less a send at 4,000 a second, contrib/bench/loop_turn.py). A
-        publish that waits after all is continued by the loop's next turn."""
-        if self.loop_thread != threading.get_ident():
-            # The futures nats-py makes outside the loop belong to the current event loop.
-            asyncio.set_event_loop(self.loop)
-            self.loop_thread = threading.get_ident()
-        publish = self.nc.publish(subject, payload, reply, headers)
-        try:
-            waiting = publish.send(None)
-        except StopIteration:
-            return
-        except nats.errors.Error as exc:
-            self._failed((seq,), exc)
-            return
-        self.resuming.append((publish, waiting, seq))
 
     def _await_acks(self, most: int) -> None:
         """Publish, then turn the loop until at most `most` publishes await acknowledgement."""
