@@ -75,7 +75,7 @@ RECONNECT_WAIT_S = 0.5
 # publish is driven on the worker's thread while it leaves that buffer at least half free: a
 # publish that would pass it waits for nats-py's flusher, which only the loop can run.
 PENDING_SIZE = 2 * 1024 * 1024
-BY_HAND_FIRST = 16  # below DrivenTransport.write_every
+BY_HAND_FIRST = 16  # below write_every: a send published by hand never owes a write
 QUEUE_GROUP = "harness"
 STORAGES = ("file", "memory")
 RETENTIONS = {"limits": api.RetentionPolicy.LIMITS, "workqueue": api.RetentionPolicy.WORK_QUEUE,
