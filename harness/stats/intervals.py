@@ -150,7 +150,6 @@ class RunStats:
             if not parts:
                 continue
             counters = dict.fromkeys(COUNTERS, 0)
-            found: dict[str, list[tuple[HdrHistogram, str]]] = {m: [] for m in totals.metrics}
             for report, part in parts:
                 phase = report.phase
                 totals.clamped += part.clamped
@@ -164,24 +163,30 @@ class RunStats:
                                                           dict.fromkeys(COUNTERS, 0))
                     for name, value in part.counters.items():
                         measured[name] += value
-                for metric, text in part.histograms.items():
-                    histogram = part.histogram(metric)
-                    if histogram.get_total_count():
-                        found[metric].append((histogram, text))
-                        if phase != "warmup":
-                            totals.histograms[metric].add(histogram)
             histograms: dict[str, HdrHistogram] = {}
             texts: dict[str, str] = {}
-            for metric, each in found.items():
+            for metric in totals.metrics:
+                each = [(r, p) for r, p in parts if metric in p.histograms]
+                if len(each) == 1:  # one process measured it: its histogram is the interval's
+                    report, part = each[0]
+                    histograms[metric] = histogram = part.histogram(metric)
+                    texts[metric] = part.histograms[metric]
+                    if report.phase != "warmup" and histogram.get_total_count():
+                        totals.histograms[metric].add(histogram)
+                    continue
                 if not each:
                     texts[metric], histograms[metric] = empty()
                     continue
-                if len(each) == 1:  # one process measured it: its histogram is the interval's
-                    histograms[metric], texts[metric] = each[0]
+                histograms[metric] = histogram = new_histogram()
+                for _, part in each:
+                    part.add_to(histogram, metric)
+                if all(report.phase != "warmup" for report, _ in each):
+                    if histogram.get_total_count():
+                        totals.histograms[metric].add(histogram)
                     continue
-                histograms[metric] = new_histogram()
-                for histogram, _ in each:
-                    histograms[metric].add(histogram)
+                for report, part in each:  # the warm-up's parts left out of the totals
+                    if report.phase != "warmup":
+                        part.add_to(totals.histograms[metric], metric)
             cpu = max(r.cpu for r, _ in parts)
             views[totals.spec.name] = GroupInterval(
                 totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),

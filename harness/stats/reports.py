@@ -8,7 +8,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from harness.stats.histogram import decode
+from harness.stats.histogram import add_text, decode
 
 
 @dataclass
@@ -31,6 +31,14 @@ class GroupPart:
         if histogram is None:
             histogram = decoded[metric] = decode(self.histograms[metric])
         return histogram
+
+    def add_to(self, target: HdrHistogram, metric: str) -> None:
+        """Add the metric's histogram to target, decoding it only if it was not already."""
+        decoded = self.__dict__.get("_decoded", {}).get(metric)
+        if decoded is None:
+            add_text(target, self.histograms[metric])
+        elif decoded.get_total_count():
+            target.add(decoded)
 
     def remember(self, histograms: dict[str, HdrHistogram]) -> None:
         self.__dict__["_decoded"] = histograms
