@@ -59,10 +59,10 @@ def report_command(
         "-o", "--output", help="Where to write it (default: RUN_DIR/report.html).")] = None,
 ) -> None:
     """report.html for a single-node run, without Spark: the merge's report, offline."""
-    from harness.merge.build import from_run_dirs
+    from harness.merge.build import report_run
     from harness.merge.report import render
 
-    merged = from_run_dirs([run_dir])
+    merged = report_run(run_dir)
     target = output or run_dir / "report.html"
     target.write_text(render(merged.report, f"harness report: {run_dir.name}"))
     for warning in merged.warnings:

@@ -24,33 +24,39 @@ def view(
 ) -> None:
     """Replay a finished run in the live screen, stepping through its intervals: space
     plays and pauses, left and right step, home and end jump."""
-    from harness.rundir.reader import load
+    from harness.rundir.reader import event_text, load
     from harness.screen.replay import ReplayFeed
 
     recorded = load(run_dir)
-    if not recorded.views:
-        raise BadInput("RUN_DIR", f"{run_dir} holds no intervals")
     if ui is None:
         ui = on_terminal()
     if ui:
         from harness.screen.app import RunApp
 
-        RunApp(ReplayFeed(run_dir, recorded)).run()
+        feed = ReplayFeed(run_dir, recorded)
+        if not feed.slots:
+            raise BadInput("RUN_DIR", f"{run_dir} holds no intervals")
+        RunApp(feed).run()
         return
     from harness.screen.console import interval_lines, print_summary
     from harness.stats.figures import labels
 
-    if recorded.skipped:
-        err_console.print(f"harness: warning: {recorded.skipped} lines of intervals.jsonl did "
-                          "not parse (the run was cut off mid-write) and are left out",
-                          markup=False, style="yellow")
     metrics = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
     names = labels(recorded.run, recorded.metrics)
-    for interval in recorded.views:
-        for line in interval_lines(interval, metrics, names):
-            console.print(line, markup=False)
-    for _, text in recorded.events:
-        console.print(text, markup=False)
+    replay = recorded.replay()
+    shown = 0
+    for interval in replay.views():
+        console.file.write("".join(f"{line}\n" for line in
+                                   interval_lines(interval, metrics, names)))
+        shown += 1
+    if not shown:
+        raise BadInput("RUN_DIR", f"{run_dir} holds no intervals")
+    if replay.skipped:
+        err_console.print(f"harness: warning: {replay.skipped} lines of intervals.jsonl did "
+                          "not parse (the run was cut off mid-write) and are left out",
+                          markup=False, style="yellow")
+    for record in replay.events:
+        console.print(event_text(record), markup=False)
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text()) if path.is_file() else None
     if summary is None or "groups" not in summary:
@@ -58,5 +64,5 @@ def view(
             err_console.print(f"harness: {run_dir} has no summary.json (the run did not "
                               "finish): the summary below is recomputed from the intervals",
                               markup=False, style="yellow")
-        summary = recorded.summary  # a merge's output: the merged intervals' summary
+        summary = replay.stats.summary()  # a merge's output: the merged intervals' summary
     print_summary(console, summary, str(run_dir))

@@ -51,7 +51,7 @@ class Experiment:
         self.runs += 1
         result = self.execute(replace(run, output=str(self.root)))
         self.exit_code = self.exit_code or result.exit_code
-        views = load_run(result.run_dir).views
+        views = load_run(result.run_dir).replay(histograms=False).views()
         row = results.row(run, result.summary, views, self.profile.rate, self.profile.latency,
                           labels)
         row["run"] = result.run_dir.name

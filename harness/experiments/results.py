@@ -5,6 +5,7 @@ as CSV and Markdown."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,13 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((t - mean_t) * (v - mean_v) for t, v in points) / var if var else 0.0
 
 
-def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
+def backlog_trend(run: RunSpec, views: Iterable[IntervalView]) -> dict[str, Any]:
     """What producers sent (times the fan-out) minus what consumers received, interval by
-    interval over the measured phase, and its slope (msgs/s) by least squares."""
+    interval over the measured phase, and its slope (msgs/s) by least squares. One pass
+    over the views, which may be read as they come."""
     checked = [p for p in endpoints(run).values() if p.consumers and not p.filtered]
-    backlog, points = 0, []
+    consumers = [g.name for g in run.groups if g.role in CONSUMERS]
+    backlog, points, delivered, seconds = 0, [], 0, 0.0
     for view in views:
         for point in checked:
             for i in point.producers:
@@ -56,18 +59,17 @@ def backlog_trend(run: RunSpec, views: list[IntervalView]) -> dict[str, Any]:
                     backlog -= c["received"] - c["duplicated"]
         if view.phase == "measure":
             points.append((view.start + view.length, backlog))
+            seconds += view.length
+            delivered += sum(view.groups[name].counters["received"] for name in consumers
+                             if name in view.groups)
     if len(points) < 2:
         return {"slope": 0.0, "final": backlog, "stable": True, "checked": False}
     rise = slope(points)
-    delivered = sum(view.groups[g.name].counters["received"] for view in views
-                    if view.phase == "measure" for g in run.groups
-                    if g.role in CONSUMERS and g.name in view.groups)
-    seconds = sum(v.length for v in views if v.phase == "measure") or 1.0
-    limit = max(GROWING_SHARE * delivered / seconds, 1.0)
+    limit = max(GROWING_SHARE * delivered / (seconds or 1.0), 1.0)
     return {"slope": rise, "final": backlog, "stable": rise <= limit, "checked": True}
 
 
-def row(run: RunSpec, summary: dict[str, Any], views: list[IntervalView], rate: str,
+def row(run: RunSpec, summary: dict[str, Any], views: Iterable[IntervalView], rate: str,
         latency: str | None, labels: dict[str, Any]) -> dict[str, Any]:
     """One line of the table for one run."""
     producers = [g for g in run.groups if ROLES[g.role].produces]

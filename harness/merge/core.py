@@ -1,169 +1,404 @@
-"""The exact merge of run directories, as plain functions over lines of intervals.jsonl, so
-that the Spark job (harness.merge) runs them inside executors, one partition at a time, and
-`harness report` runs them in one process over one run.
+"""The exact merge of one run's run directories, as plain functions and classes over its
+records, so that the Spark job (harness.merge.spark) runs them in its executors, a
+partition at a time, and `harness report` runs them in one process.
 
 Every interval of every node goes on one epoch grid of the statistics interval: slot =
-round(start / interval), and keeps its node's phase. Histograms are added, never
-percentiles averaged, keyed by (run, slot, phase, node, tag); counters are summed by (run,
-slot, phase, node, group); each node's processes become one. harness.merge.build turns
-these into the merged run, whose figures harness.stats computes as for any run.
+round(start / interval). The map side reads one node's lines at a time: it checks every
+record against the schema, adds each histogram after the warm-up to its node's running sum
+(NodeSums: the per-node figures) and hands the record on keyed by its slot. The reduce side
+gets a range of slots in order and merges each slot's records, every node's and process's,
+by the same code that merged them live (harness.stats.intervals.RunStats), keeping running
+sums only (SlotMerger): the run's statistics, the report's series a bucket of slots at a
+time, the nodes' measured spans. Histograms are added, never percentiles averaged; no
+histogram is held per node and interval, so memory does not grow with the run's length or
+its number of nodes.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from harness.rundir.writer import SCHEMA_VERSION
-from harness.stats.histogram import decode, encode, new_histogram
+from harness.rundir.reader import Interval, interval_of, run_from_manifest
+from harness.rundir.schema import READABLE, REQUIRED, SCHEMA_VERSION, problem, upgrade
+from harness.rundir.writer import hlog_line
+from harness.spec.roles import ROLES, metrics_for
+from harness.spec.run import RunSpec
+from harness.stats.figures import rate
+from harness.stats.histogram import add_text, encode, new_histogram, percentiles
+from harness.stats.intervals import IntervalView, RunStats
 
-PHASES = ("warmup", "measure", "drain")
-KINDS = ("histogram", "counters", "process", "broker", "host", "reconciliation", "union")
-Key = tuple[Any, ...]
+PROBLEM = -1  # the slot key of a record this release cannot read: sorted first
+END = 1 << 62  # the slot key of what belongs to no slot: sorted after every slot
+ROW_COLUMNS = ("run", "interval_start", "t", "phase", "tag", "group", "metric", "count",
+               "rate", "p50", "p90", "p99", "p99.9", "max", "hist")
+LATENCY = ("p50", "p90", "p99", "p99.9", "max")
+# The report draws at most this many points a series; a longer run's points each stand
+# for a bucket of intervals, their histograms added.
+MAX_POINTS = 2000
+SKIPPED = ("truncated_lines", "corrupt_histograms")
 
 
 def slot_of(start: float, interval: float) -> int:
     return int(start / interval + 0.5)
 
 
-def fold_partition(lines: Iterable[str], layout: dict[str, dict[str, Any]],
-                   problems: dict[str, int]) -> Iterator[tuple[Key, Any]]:
-    """(key, value) partial aggregates of one partition of lines. problems counts what is
-    skipped: truncated (unparseable) lines, corrupt histograms, records of another schema.
+@dataclass
+class RunLayout:
+    """What every task needs of one run: its groups, its grid and how its slots are cut
+    into partitions (in order: partition p holds slots before partition p + 1's) and into
+    the report's buckets (never across two partitions)."""
 
-    Every key holds the phase of the node that measured it: a slot takes from each node
-    only what that node measured in each phase, and each node's processes are summed into
-    one record per slot, phase and group (the merged run as its own run directory)."""
-    hists: dict[Key, HdrHistogram] = {}
-    sums: dict[Key, dict[str, int]] = {}
-    maxima: dict[Key, float] = {}
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            problems["truncated_lines"] = problems.get("truncated_lines", 0) + 1
-            continue
-        if not isinstance(record, dict) or record.get("v") != SCHEMA_VERSION:
-            problems["other_schema"] = problems.get("other_schema", 0) + 1
-            continue
-        kind, run = record.get("type"), record.get("run")
-        if run not in layout or kind not in KINDS:
-            continue
-        if kind in ("reconciliation", "union"):
-            # Summed over nodes: a union's count is exact within a node; across nodes it
-            # assumes no message reached receivers on two of them.
-            name = record.get("group") or record["destination"]
-            target = sums.setdefault(("reconcile", run, kind, name), {})
-            for field in ("lost_at_tail", "failed_sends", "received_once"):
-                if field in record:
-                    target[field] = target.get(field, 0) + record[field]
-            continue
-        interval = layout[run]["interval"]
-        slot = slot_of(record["start"], interval)
-        phase, node = record.get("phase", "measure"), record["node"]
-        if kind in ("broker", "host"):
-            key = (kind, run, slot, phase)
-            maxima[key] = max(maxima.get(key, 0.0), float(record["cpu"]))
-            continue
-        length_key = ("length", run, slot, phase, node)
-        maxima[length_key] = max(maxima.get(length_key, 0.0), float(record["length"]))
-        # Every process of a node begins an interval at the same instant.
-        maxima["begin", run, slot, phase, node] = float(record["start"])
-        if kind == "process":
-            key = ("cpu", run, slot, phase, node)
-            maxima[key] = max(maxima.get(key, 0.0), float(record["cpu"]))
-        elif kind == "counters":
-            counts = {k: v for k, v in record.items() if isinstance(v, int) and
-                      k not in ("v", "process", "interval", "threads", "threads_up")}
-            target = sums.setdefault(("counters", run, slot, phase, node, record["group"]), {})
-            for name, value in counts.items():
-                target[name] = target.get(name, 0) + value
-        else:
-            if not record.get("count"):
-                continue
-            key = ("hist", run, slot, phase, node, record["tag"])
-            target = hists.get(key)
-            if target is None:
-                target = hists[key] = new_histogram()
-            try:
-                # Decoding straight into the sum: no histogram allocated per record.
-                target.decode_and_add(record["hist"])
-            except Exception:
-                problems["corrupt_histograms"] = problems.get("corrupt_histograms", 0) + 1
-                continue
-    for key, histogram in hists.items():
-        yield key, encode(histogram)
-    for key, counts in sums.items():
-        yield key, counts
-    for key, value in maxima.items():
-        yield key, value
+    run: str
+    name: str
+    spec: RunSpec
+    interval: float
+    nodes: list[dict[str, Any]]  # the manifests
+    first: int  # the earliest node's first slot
+    last: int  # the last slot, as far as the manifests tell
+    partitions: int = 1
+    bucket: int = 1  # slots a point of the report's series
+    block: int = 1 << 40  # slots a partition
+
+    def cut(self, partitions: int) -> RunLayout:
+        """The layout for this many partitions (at most one a bucket)."""
+        slots = max(self.last - self.first + 1, 1)
+        self.bucket = -(-slots // MAX_POINTS)
+        buckets = -(-slots // self.bucket)
+        self.partitions = max(min(partitions, buckets), 1)
+        self.block = self.bucket * -(-buckets // self.partitions)
+        return self
+
+    def partition(self, slot: int) -> int:
+        if slot >= END:
+            return self.partitions - 1
+        return min(max((slot - self.first) // self.block, 0), self.partitions - 1)
+
+    @property
+    def base_time(self) -> float:
+        return self.first * self.interval
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return {g.name: g.role for g in self.spec.groups}
 
 
-def combine(a: Any, b: Any) -> Any:
-    """Merge two partial values of the same key (one function for every kind of key)."""
-    if isinstance(a, str):
-        histogram = decode(a)
-        histogram.add(decode(b))
-        return encode(histogram)
-    if isinstance(a, dict):
-        out = dict(a)
-        for name, value in b.items():
-            out[name] = out.get(name, 0) + value
-        return out
-    return max(a, b)
-
-
-def merge_values(values: Iterable[Any]) -> Any:
-    """All partial values of one key merged (histograms decoded once each, encoded once)."""
-    values = list(values)
-    first = values[0]
-    if isinstance(first, str):
-        histogram = decode(first)
-        for encoded in values[1:]:
-            histogram.decode_and_add(encoded)
-        return encode(histogram)
-    merged = first
-    for value in values[1:]:
-        merged = combine(merged, value)
-    return merged
-
-
-def fold_all(lines: Iterable[str], layout: dict[str, dict[str, Any]],
-             problems: dict[str, int]) -> dict[Key, Any]:
-    """The whole merge in one process (a single run, or tests)."""
-    grouped: dict[Key, list[Any]] = {}
-    for key, value in fold_partition(lines, layout, problems):
-        grouped.setdefault(key, []).append(value)
-    return {key: merge_values(values) for key, values in grouped.items()}
-
-
-def layout_from(manifests: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]],
-                                                           list[str]]:
-    """The layout of the runs, and the problems that make the inputs unmergeable."""
+def layouts_from(manifests: list[dict[str, Any]]) -> tuple[dict[str, RunLayout], list[str]]:
+    """Each run's layout (one partition), and the problems that make the inputs
+    unmergeable. A manifest's `_path` names its directory; `_end` is the epoch second the
+    node last wrote its intervals, where the manifest gives no end."""
     problems = []
-    layout: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[dict[str, Any]]] = {}
     seen: set[tuple[str, str]] = set()
     for m in manifests:
         source = m.get("_path", "?")
-        if m.get("schema") != SCHEMA_VERSION:
+        if m.get("schema") not in READABLE:
             problems.append(f"{source}: schema version {m.get('schema')!r}; this merge reads "
-                            f"{SCHEMA_VERSION}")
+                            + ", ".join(map(str, READABLE)))
             continue
         run, node = m["run_id"], m["node"]
         if (run, node) in seen:
             problems.append(f"{source}: node {node!r} of run {run} is given twice")
             continue
         seen.add((run, node))
-        options = m["options"]
-        entry = layout.setdefault(run, {"interval": options["interval"], "nodes": [],
-                                        "roles": {g["name"]: g["module"].partition(".")[2]
-                                                  for g in options["groups"]},
-                                        "name": m.get("name", run)})
-        if entry["interval"] != options["interval"]:
-            problems.append(f"{source}: statistics interval {options['interval']} s, other "
-                            f"nodes of run {run} use {entry['interval']} s")
-        entry["nodes"].append(m)
-    return layout, problems
+        nodes = runs.setdefault(run, [])
+        if nodes and nodes[0]["options"]["interval"] != m["options"]["interval"]:
+            problems.append(f"{source}: statistics interval {m['options']['interval']} s, "
+                            f"other nodes of run {run} use {nodes[0]['options']['interval']} s")
+            continue
+        nodes.append(m)
+    layouts = {}
+    for run, nodes in runs.items():
+        interval = nodes[0]["options"]["interval"]
+        starts = [m["start"] for m in nodes if m.get("start")]
+        if not starts:
+            continue  # no node began measuring: nothing to merge
+        ends = [m.get("end") or m.get("_end") or m["start"] for m in nodes if m.get("start")]
+        first = slot_of(min(starts), interval)
+        layouts[run] = RunLayout(run, nodes[0].get("name", run), run_from_manifest(nodes[0]),
+                                 interval, nodes, first,
+                                 max(slot_of(max(ends), interval), first))
+    return layouts, problems
+
+
+# -- the map side: one node's lines ---------------------------------------------------------
+class NodeSums:
+    """Each node's histograms after the warm-up, per tag, added as its records are read."""
+
+    def __init__(self) -> None:
+        self.sums: dict[tuple[str, str], HdrHistogram] = {}
+
+    def add(self, record: dict[str, Any]) -> bool:
+        """Add a histogram record (after the warm-up) to its node's sum; False if its
+        histogram does not decode. A warm-up's is only checked."""
+        key = (record["node"], record["tag"])
+        target = self.sums.get(key)
+        if target is None:
+            target = self.sums[key] = new_histogram()
+        try:
+            if record["phase"] == "warmup":
+                add_text(new_histogram(), record["hist"])
+            else:
+                add_text(target, record["hist"])
+        except Exception:  # any way a corrupt text fails to decode
+            return False
+        return True
+
+    def encoded(self) -> dict[tuple[str, str], str]:
+        return {key: encode(h) for key, h in self.sums.items()}
+
+    def absorb(self, encoded: dict[tuple[str, str], str]) -> None:
+        for key, text in encoded.items():
+            target = self.sums.get(key)
+            if target is None:
+                target = self.sums[key] = new_histogram()
+            add_text(target, text)
+
+    def figures(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per node, per tag: its count and percentiles."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for (node, tag), histogram in sorted(self.sums.items()):
+            if histogram.get_total_count():
+                out.setdefault(node, {})[tag] = {"count": histogram.get_total_count(),
+                                                 **percentiles(histogram)}
+        return out
+
+
+def read_lines(lines: Iterable[tuple[int, str]], source: str, layout: RunLayout
+               ) -> Iterator[tuple[int, Any]]:
+    """(slot, record) for the shuffle from one node's lines, given as (byte offset, text):
+    every record of the run by its slot; a record this release cannot read keyed PROBLEM
+    as ("problem", source, offset, what); after the last line, keyed END, this part's
+    per-node sums ("sums", ...) and what it skipped ("skipped", {kind: count})."""
+    sums = NodeSums()
+    skipped = dict.fromkeys(SKIPPED, 0)
+    interval = layout.interval
+    for offset, line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            skipped["truncated_lines"] += 1
+            continue
+        wrong = problem(record)
+        if wrong is not None:
+            yield PROBLEM, ("problem", source, offset, wrong)
+            continue
+        kind = record.get("type")
+        if kind not in REQUIRED or kind == "event" or record["run"] != layout.run:
+            continue
+        upgrade(record)
+        if kind in ("reconciliation", "union"):
+            yield END, record
+            continue
+        if kind == "histogram" and not sums.add(record):
+            skipped["corrupt_histograms"] += 1
+            continue
+        yield slot_of(record["start"], interval), record
+    yield END, ("sums", sums.encoded())
+    yield END, ("skipped", skipped)
+
+
+# -- the reduce side: a range of slots, in order ----------------------------------------------
+@dataclass
+class Bucket:
+    """What the report draws of a bucket of consecutive slots."""
+
+    t: float  # seconds from the run's first slot
+    seconds: float = 0.0
+    received: int = 0
+    node_received: dict[str, int] = field(default_factory=dict)
+    node_seconds: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)  # per node, the busiest process
+    broker_cpu: float | None = None
+    histograms: dict[str, HdrHistogram] = field(default_factory=dict)  # per tag, added
+    latency: dict[str, list[int | None]] = field(default_factory=dict)  # per tag, LATENCY
+
+    def point(self) -> dict[str, Any]:
+        for tag, histogram in self.histograms.items():
+            p = percentiles(histogram)
+            self.latency[tag] = [p[k] for k in LATENCY]
+        return {"t": self.t, "received": rate(self.received, self.seconds),
+                "nodes": {n: rate(c, self.node_seconds[n]) for n, c in
+                          self.node_received.items()},
+                "cpu": self.cpu, "broker_cpu": self.broker_cpu, "latency": self.latency}
+
+
+@dataclass
+class Partial:
+    """What a partition of slots leaves once merged: its statistics (running sums), the
+    report's points of its buckets, each node's measured span within it."""
+
+    stats: RunStats
+    points: list[dict[str, Any]]
+    spans: dict[str, list[float]]  # node -> [begin, end] epoch s of its measured intervals
+
+    def absorb(self, other: Partial) -> None:
+        self.stats.absorb(other.stats)
+        self.points += other.points
+        for node, (begin, end) in other.spans.items():
+            low, high = self.spans.get(node, [begin, end])
+            self.spans[node] = [min(low, begin), max(high, end)]
+
+
+class SlotMerger:
+    """Merges a run's slots, given in order, each with every node's records of it."""
+
+    def __init__(self, layout: RunLayout) -> None:
+        self.layout = layout
+        self.groups = {g.name: i for i, g in enumerate(layout.spec.groups)}
+        self.consumers = {i for i, g in enumerate(layout.spec.groups) if ROLES[g.role].consumes}
+        self.stats = RunStats(layout.spec, {i: metrics_for(g) for i, g in
+                                            enumerate(layout.spec.groups)})
+        self.points: list[dict[str, Any]] = []
+        self.spans: dict[str, list[float]] = {}
+        self.bucket: Bucket | None = None
+        self.bucket_index = -1
+
+    def slot(self, slot: int, records: list[dict[str, Any]]
+             ) -> tuple[list[tuple[Any, ...]], str, str]:
+        """One slot merged: its rows (ROW_COLUMNS, one per tag with data), its .hlog lines
+        and the merged run's records of it (intervals.jsonl lines, every node's)."""
+        layout = self.layout
+        index = slot - layout.first
+        lines = []
+        for record in records:
+            record["interval"] = index
+            record["v"] = SCHEMA_VERSION
+            if record["type"] not in ("host", "broker"):
+                lines.append(json.dumps(record, separators=(",", ":")))
+        interval = interval_of(records, self.groups)
+        if interval is None:
+            return [], "", ""
+        view = self.stats.merge(index, interval.start - layout.base_time,
+                                list(interval.reports.values()), interval.broker_cpu,
+                                interval.machine_cpu)
+        common = {"v": SCHEMA_VERSION, "run": layout.run, "node": "merged", "interval": index,
+                  "start": slot * layout.interval, "phase": view.phase}
+        if interval.broker_cpu is not None:
+            lines.append(json.dumps({"type": "broker", **common, "cpu": interval.broker_cpu}))
+        # Last: the host record closes the interval for a reader (harness.rundir.reader).
+        lines.append(json.dumps({"type": "host", **common, "cpu": interval.machine_cpu}))
+        rows, hlog, latency = self._rows(slot, view)
+        self._measured(interval)
+        self._draw(slot, view, interval, latency)
+        return rows, "".join(hlog).rstrip("\n"), "\n".join(lines)
+
+    def _rows(self, slot: int, view: IntervalView
+              ) -> tuple[list[tuple[Any, ...]], list[str], dict[str, list[int | None]]]:
+        layout = self.layout
+        start = slot * layout.interval
+        rows, hlog, latency = [], [], {}
+        for name, group in view.groups.items():
+            for metric, histogram in group.histograms.items():
+                count = histogram.get_total_count()
+                if not count:
+                    continue
+                p = percentiles(histogram)
+                text = group.text(metric)
+                tag = f"{name}.{metric}"
+                latency[tag] = [p[k] for k in LATENCY]
+                rows.append((layout.run, start, start - layout.base_time, view.phase, tag,
+                             name, metric, count, rate(count, view.length),
+                             *(p[k] for k in LATENCY), text))
+                hlog.append(hlog_line(layout.base_time, tag, start, view.length,
+                                      histogram.get_max_value(), text))
+        return rows, hlog, latency
+
+    def _measured(self, interval: Interval) -> None:
+        for report in interval.reports.values():
+            if report.phase == "measure":
+                begin = report.start_ns / 1e9
+                end = begin + report.length_s
+                low, high = self.spans.get(report.node, [begin, end])
+                self.spans[report.node] = [min(low, begin), max(high, end)]
+
+    def _draw(self, slot: int, view: IntervalView, interval: Interval,
+              latency: dict[str, list[int | None]]) -> None:
+        """The slot into its bucket of the report's series (latency: its percentiles per
+        tag, which are the bucket's where a bucket is one slot)."""
+        layout = self.layout
+        number = max(slot - layout.first, 0) // layout.bucket
+        if number != self.bucket_index:
+            self._close_bucket()
+            self.bucket_index = number
+            self.bucket = Bucket(number * layout.bucket * layout.interval)
+        bucket = self.bucket
+        assert bucket is not None
+        bucket.seconds += view.length
+        for report in interval.reports.values():
+            node = report.node
+            received = sum(part.counters["received"] for g, part in report.groups.items()
+                           if g in self.consumers)
+            bucket.received += received
+            bucket.node_received[node] = bucket.node_received.get(node, 0) + received
+            bucket.cpu[node] = max(bucket.cpu.get(node, 0.0), report.cpu)
+        for node in {r.node for r in interval.reports.values()}:
+            bucket.node_seconds[node] = bucket.node_seconds.get(node, 0.0) + view.length
+        if interval.broker_cpu is not None:
+            bucket.broker_cpu = max(bucket.broker_cpu or 0.0, interval.broker_cpu)
+        if layout.bucket == 1:
+            bucket.latency = latency
+            return
+        for name, group in view.groups.items():
+            for metric, histogram in group.histograms.items():
+                if histogram.get_total_count():
+                    tag = f"{name}.{metric}"
+                    target = bucket.histograms.get(tag)
+                    if target is None:
+                        target = bucket.histograms[tag] = new_histogram()
+                    target.add(histogram)
+
+    def _close_bucket(self) -> None:
+        if self.bucket is not None:
+            self.points.append(self.bucket.point())
+            self.bucket = None
+
+    def finish(self) -> Partial:
+        self._close_bucket()
+        return Partial(self.stats, self.points, self.spans)
+
+
+def merge_slots(items: Iterable[tuple[int, Any]], layout: RunLayout
+                ) -> Iterator[tuple[Any, ...]]:
+    """A partition of the shuffle, sorted by slot, merged: ("slot", slot, rows, hlog text,
+    intervals.jsonl text) for each slot, then what the driver gathers: ("partial",
+    Partial), and from the last partition ("per_node", figures), ("reconcile", records),
+    ("skipped", counts); a record this release cannot read is ("problem", source, offset,
+    what) and nothing else of its partition is merged."""
+    merger = SlotMerger(layout)
+    current: int | None = None
+    records: list[dict[str, Any]] = []
+    sums: NodeSums | None = None
+    reconcile: list[dict[str, Any]] = []
+    skipped = dict.fromkeys(SKIPPED, 0)
+    for slot, value in items:
+        if slot == PROBLEM:
+            yield value
+            return
+        if slot != current and records:
+            assert current is not None
+            yield ("slot", current, *merger.slot(current, records))
+            records = []
+        current = slot
+        if slot < END:
+            records.append(value)
+        elif isinstance(value, dict):
+            reconcile.append(value)
+        elif value[0] == "sums":
+            sums = sums or NodeSums()
+            sums.absorb(value[1])
+        else:
+            for kind, count in value[1].items():
+                skipped[kind] += count
+    if records:
+        assert current is not None
+        yield ("slot", current, *merger.slot(current, records))
+    yield ("partial", merger.finish())
+    if sums is not None:
+        yield ("per_node", sums.figures())
+        yield ("reconcile", reconcile)
+        yield ("skipped", skipped)

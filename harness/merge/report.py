@@ -126,6 +126,12 @@ def render(report: dict[str, Any], title: str) -> str:
               v.get("errors", 0), v.get("lost", 0), v.get("duplicated", 0),
               v.get("reordered", 0), v.get("corrupt", 0), v.get("clamped", 0),
               v.get("unsent", 0), *cost_cells(v)] for g, v in run["groups"].items()]))
+        if run.get("points_per", 1) > 1:
+            parts.append(f"<p>Each point of the charts over time stands for "
+                         f"{run['points_per']} intervals ({run['points_per'] * run['interval']:g}"
+                         " s): latency from their histograms added, rates over their span, "
+                         "CPU their busiest. Every interval's own figures are in "
+                         "merged_intervals.parquet and .csv.</p>")
         throughput = {"all nodes": run["throughput"]}
         if len(run["node_throughput"]) > 1:
             throughput.update(run["node_throughput"])

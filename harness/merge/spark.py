@@ -1,11 +1,16 @@
 """The multi-node merge on Spark: reads the run directories of N nodes (or of a sweep) from
 any path Spark reads, validates them, merges them exactly in the executors and writes
-merged_intervals (parquet and CSV), summary.json, merged.hlog and report.html.
+merged_intervals (parquet and CSV), merged.hlog, the merged run (intervals.jsonl and
+manifest.json, which `harness view` replays), summary.json and report.html.
 
-Raw interval records never reach the driver: each partition folds its lines into partial
-histograms and counter sums (harness.mergecore), the executors add up every key's parts, and
-only the merged aggregates (one per interval slot and tag) are collected to build the
-outputs.
+Every per-histogram step runs in the executors (harness.merge.core): the map side reads each
+node's lines, the shuffle brings each range of interval slots to one task in order, and that
+task merges slot after slot keeping running sums only. The executors write the rows (parquet,
+CSV) and the text of merged.hlog and intervals.jsonl, in slot order, as part files that the
+JVM then joins into one file; the driver receives only what is sized by the output: each
+partition's statistics (a few histograms), the report's points (at most
+harness.merge.core.MAX_POINTS a series), the nodes' sums and spans. Its memory does not grow
+with the number of nodes or intervals.
 
 Run by `harness merge` on an embedded local[*] Spark, or on a cluster by
 contrib/spark/merge.py under spark-submit.
@@ -20,12 +25,26 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.errors import BadInput
-from harness.merge.build import ROW_COLUMNS, Merged, build
-from harness.merge.core import fold_partition, layout_from, merge_values
+from harness.merge.build import Gathered, Merged, merged_manifest, run_entry
+from harness.merge.core import (
+    LATENCY,
+    ROW_COLUMNS,
+    SKIPPED,
+    RunLayout,
+    layouts_from,
+    merge_slots,
+    read_lines,
+)
 from harness.merge.report import render
+from harness.rundir.writer import hlog_header
 
-PROBLEM_KINDS = ("truncated_lines", "corrupt_histograms", "other_schema")
-LATENCY_COLUMNS = ("p50", "p90", "p99", "p99.9", "max")
+# Input bytes a partition of the merge, about: a task's shuffle sort and slot merge stay
+# within Python's default worker memory.
+PARTITION_BYTES = 32 << 20
+TEXT_INPUT = ("org.apache.hadoop.mapreduce.lib.input.TextInputFormat",
+              "org.apache.hadoop.io.LongWritable", "org.apache.hadoop.io.Text")
+
+
 
 
 class MergeError(Exception):
@@ -41,17 +60,33 @@ def _join(base: str, name: str) -> str:
 
 
 def read_manifests(spark: Any, inputs: list[str]) -> list[dict[str, Any]]:
+    """Each input's manifest, with `_path` (the input), `_end` (epoch s of the last write to
+    its intervals.jsonl: where a node that did not finish ended) and `_bytes`."""
+    jvm = spark.sparkContext._jvm
     manifests = []
     for path in inputs:
+        fs, target = hadoop_path(spark, _join(path, "manifest.json"))
         try:
-            [(_, text)] = spark.sparkContext.wholeTextFiles(_join(path, "manifest.json")).collect()
+            stream = fs.open(target)
+            try:
+                text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            finally:
+                stream.close()
         except Exception:
             raise MergeError([f"{path}: no manifest.json (not a run directory)"]) from None
         try:
             manifest = json.loads(text)
         except ValueError:
             raise MergeError([f"{path}/manifest.json is not JSON"]) from None
-        manifest["_path"] = path
+        if not isinstance(manifest, dict) or not {"run_id", "node", "options"} <= \
+                manifest.keys():
+            raise MergeError([f"{path}/manifest.json is not a harness manifest"])
+        try:
+            status = fs.getFileStatus(hadoop_path(spark, _join(path, "intervals.jsonl"))[1])
+        except Exception:
+            raise MergeError([f"{path}: no intervals.jsonl (not a run directory)"]) from None
+        manifest.update(_path=path, _end=status.getModificationTime() / 1000,
+                        _bytes=status.getLen())
         manifests.append(manifest)
     return manifests
 
@@ -65,6 +100,7 @@ def hadoop_path(spark: Any, path: str) -> tuple[Any, Any]:
 def write_text(spark: Any, path: str, text: str) -> None:
     """A file at any path Hadoop's file systems know (local, hdfs://, s3a://)."""
     fs, target = hadoop_path(spark, path)
+    fs.setWriteChecksum(False)
     stream = fs.create(target, True)
     try:
         stream.write(bytearray(text.encode("utf-8")))
@@ -100,71 +136,150 @@ def merge(spark: Any, inputs: list[str], output: str, sweep: bool = False,
         raise BadInput("RUN_DIR", "give at least one run directory")
     say(f"reading {len(inputs)} run director{'y' if len(inputs) == 1 else 'ies'}")
     manifests = read_manifests(spark, inputs)
-    layout, problems = layout_from(manifests)
-    if len(layout) > 1 and not sweep:
-        problems.append("the inputs hold more than one run (" + ", ".join(sorted(layout)) +
+    layouts, problems = layouts_from(manifests)
+    runs = {m["run_id"] for m in manifests}
+    if len(runs) > 1 and not sweep:
+        problems.append("the inputs hold more than one run (" + ", ".join(sorted(runs)) +
                         "): nodes of one run share a run id (harness run --run-id); to merge "
                         "the runs of a sweep, each on its own, give --sweep")
     if problems:
         raise MergeError(problems)
-    for run, entry in sorted(layout.items()):
-        say(f"run {run}: nodes {', '.join(m['node'] for m in entry['nodes'])}, intervals of "
-            f"{entry['interval']:g} s")
-    sc = spark.sparkContext
-    counters = {name: sc.accumulator(0) for name in PROBLEM_KINDS}
-    shipped = sc.broadcast({run: {"interval": e["interval"]} for run, e in layout.items()})
-
-    def fold(lines: Any) -> Any:
-        local: dict[str, int] = {}
-        yield from fold_partition(lines, shipped.value, local)
-        for name, count in local.items():
-            counters[name].add(count)
-
-    lines = sc.textFile(",".join(_join(p, "intervals.jsonl") for p in inputs))
-    progress = _Progress(spark, say)
-    progress.start()
+    warnings = [f"run {run}: no intervals" for run in sorted(runs - layouts.keys())]
+    summary: dict[str, Any] = {"runs": {}, "skipped": dict.fromkeys(SKIPPED, 0)}
+    report: dict[str, Any] = {"runs": []}
+    hlog: list[tuple[str, str]] = []  # (header, part files) of each run, in order
     started = time.monotonic()
-    try:
-        folded = dict(lines.mapPartitions(fold).groupByKey().mapValues(merge_values)
-                      .collect())
-    finally:
-        progress.stopped.set()
-    skipped = {name: acc.value for name, acc in counters.items()}
+    for number, (run, layout) in enumerate(sorted(layouts.items())):
+        say(f"run {run}: nodes {', '.join(m['node'] for m in layout.nodes)}, intervals of "
+            f"{layout.interval:g} s")
+        gathered = _merge_run(spark, layout, output, number, jsonl=len(layouts) == 1,
+                              say=say)
+        hlog.append((hlog_header(layout.base_time, f"harness merge of run {run}, nodes "
+                                 f"{', '.join(m['node'] for m in layout.nodes)}"),
+                     _join(output, f"_parts/hlog-{number}")))
+        for kind, count in gathered.skipped.items():
+            summary["skipped"][kind] += count
+        entry, drawn = run_entry(layout, gathered, warnings, skew_warn_s)
+        summary["runs"][run] = entry
+        report["runs"].append(drawn)
+        if len(layouts) == 1:
+            write_text(spark, _join(output, "manifest.json"),
+                       json.dumps(merged_manifest(layout), indent=1))
+    skipped = summary["skipped"]
     say(f"merged in {time.monotonic() - started:.1f} s" + "".join(
         f"; skipped {v} {k.replace('_', ' ')}" for k, v in skipped.items() if v))
-    merged = build(folded, layout, skipped, skew_warn_s)
-    write(spark, merged, output)
-    return merged
+    warnings[:0] = [f"{count} {name.replace('_', ' ')} skipped"
+                    for name, count in sorted(skipped.items()) if count]
+    _join_parts(spark, hlog, _join(output, "merged.hlog"))
+    fs, parts = hadoop_path(spark, _join(output, "_parts"))
+    fs.delete(parts, True)
+    summary["warnings"] = report["warnings"] = warnings
+    report["skipped"] = skipped
+    write_text(spark, _join(output, "summary.json"), json.dumps(summary, indent=1, default=str))
+    write_text(spark, _join(output, "report.html"), render(report, "harness merge"))
+    return Merged(summary, report, warnings)
 
 
-def write(spark: Any, merged: Merged, output: str) -> None:
+def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: bool,
+               say: Callable[[str], None]) -> Gathered:
+    """The number'th run merged in the executors; its rows, its .hlog part files and
+    (jsonl) the merged run's intervals.jsonl written; returns what the driver gathers."""
+    from pyspark import StorageLevel
+
+    sc = spark.sparkContext
+    size = sum(m["_bytes"] for m in layout.nodes)
+    layout.cut(max(2 * sc.defaultParallelism, size // PARTITION_BYTES))
+    shipped = sc.broadcast(layout)
+
+    def read(path: str) -> Any:
+        lines = sc.newAPIHadoopFile(_join(path, "intervals.jsonl"), *TEXT_INPUT)
+        return lines.mapPartitions(lambda part: read_lines(part, path, shipped.value))
+
+    partitions, cut = layout.partitions, layout.partition
+    keyed = sc.union([read(m["_path"]) for m in layout.nodes])
+    merged = keyed.repartitionAndSortWithinPartitions(partitions, cut) \
+        .mapPartitions(lambda items: merge_slots(items, shipped.value)) \
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    progress = _Progress(spark, say)
+    progress.start()
+    try:
+        gathered = merged.filter(lambda item: item[0] != "slot").collect()
+        problems = [item[1:] for item in gathered if item[0] == "problem"]
+        if problems:
+            raise MergeError([_located(*p) for p in sorted(problems)[:10]])
+        slots = merged.filter(lambda item: item[0] == "slot")
+        _write_rows(spark, slots.flatMap(lambda item: item[2]), output, append=number > 0)
+        slots.map(lambda item: item[3]).filter(bool).saveAsTextFile(
+            _join(output, f"_parts/hlog-{number}"))
+        if jsonl:
+            slots.map(lambda item: item[4]).filter(bool).saveAsTextFile(
+                _join(output, "_parts/jsonl"))
+            _join_parts(spark, [("", _join(output, "_parts/jsonl"))],
+                        _join(output, "intervals.jsonl"))
+    finally:
+        progress.stopped.set()
+        merged.unpersist()
+    partial = next(item[1] for item in gathered if item[0] == "partial")
+    for item in gathered:
+        if item[0] == "partial" and item[1] is not partial:
+            partial.absorb(item[1])
+    found = {item[0]: item[1] for item in gathered if item[0] != "partial"}
+    return Gathered(partial, found.get("per_node", {}), found.get("reconcile", []),
+                    found.get("skipped", dict.fromkeys(SKIPPED, 0)))
+
+
+def _located(source: str, offset: int, what: str) -> str:
+    """A record's place as a line number, where the file is on this machine's disk."""
+    import os
+
+    path = _join(source, "intervals.jsonl")
+    local = path.removeprefix("file://") if path.startswith("file://") else \
+        path if "://" not in path else None
+    if local is not None and os.path.isfile(local):
+        with open(local, "rb") as f:
+            line = f.read(offset).count(b"\n") + 1
+        return f"{path}, line {line}: {what}"
+    return f"{path}, at byte {offset}: {what}"
+
+
+def _write_rows(spark: Any, rows: Any, output: str, append: bool) -> None:
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
     types = {"count": LongType(), "rate": DoubleType(), "t": DoubleType(),
-             "interval_start": DoubleType(), **dict.fromkeys(LATENCY_COLUMNS, LongType())}
+             "interval_start": DoubleType(), **dict.fromkeys(LATENCY, LongType())}
     schema = StructType([StructField(c, types.get(c, StringType())) for c in ROW_COLUMNS])
-    rows = [tuple(_cast(c, r[c]) for c in ROW_COLUMNS) for r in merged.rows]
     frame = spark.createDataFrame(rows, schema)
-    frame.write.mode("overwrite").parquet(_join(output, "merged_intervals.parquet"))
-    frame.coalesce(1).write.mode("overwrite").option("header", True) \
-        .csv(_join(output, "merged_intervals.csv"))
-    write_text(spark, _join(output, "summary.json"),
-               json.dumps(merged.summary, indent=1, default=str))
-    write_text(spark, _join(output, "merged.hlog"), merged.hlog)
-    write_text(spark, _join(output, "report.html"), render(merged.report, "harness merge"))
-    if merged.manifest is not None:  # harness view replays it like any run
-        write_text(spark, _join(output, "intervals.jsonl"), "".join(
-            json.dumps(r, separators=(",", ":")) + "\n" for r in merged.intervals))
-        write_text(spark, _join(output, "manifest.json"), json.dumps(merged.manifest, indent=1))
+    mode = "append" if append else "overwrite"
+    frame.write.mode(mode).parquet(_join(output, "merged_intervals.parquet"))
+    # The CSV from the parquet just written: the rows are not merged a second time.
+    spark.read.parquet(_join(output, "merged_intervals.parquet")).coalesce(1).write \
+        .mode("overwrite").option("header", True).csv(_join(output, "merged_intervals.csv"))
 
 
-def _cast(column: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if column in ("rate", "t", "interval_start"):
-        return float(value)
-    if column == "count" or column in LATENCY_COLUMNS:
-        return int(value)
-    return str(value)
+def _join_parts(spark: Any, pieces: list[tuple[str, str]], target: str) -> None:
+    """One file of a text and a directory of part files each, in order, joined by the JVM
+    (the bytes never pass through Python)."""
+    jvm = spark.sparkContext._jvm
+    fs, path = hadoop_path(spark, target)
+    fs.setWriteChecksum(False)
+    out = fs.create(path, True)
+    try:
+        for text, parts in pieces:
+            if text:
+                out.write(bytearray(text.encode("utf-8")))
+            parts_fs, parts_path = hadoop_path(spark, parts)
+            if not parts_fs.exists(parts_path):
+                continue
+            files = sorted((status.getPath() for status in parts_fs.listStatus(parts_path)
+                            if status.getPath().getName().startswith("part-")),
+                           key=lambda p: p.getName())
+            for part in files:
+                stream = parts_fs.open(part)
+                try:
+                    jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 16, False)
+                finally:
+                    stream.close()
+    finally:
+        out.close()
 
 
 def session(master: str = "local[*]", app: str = "harness merge",

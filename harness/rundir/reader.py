@@ -5,13 +5,13 @@ that a replay, a table or a model shows exactly the numbers the run showed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.rundir.writer import SCHEMA_VERSION
+from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
 from harness.spec.group import GroupSpec
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
@@ -22,13 +22,17 @@ from harness.stats.reports import GroupPart, IntervalReport
 
 @dataclass
 class RecordedRun:
+    """A run directory's manifest and the run it describes; its intervals are read as they
+    are needed (replay()), never held: a run of any length reads in the same memory."""
+
     run: RunSpec
     metrics: dict[int, list[str]]
     manifest: dict[str, Any]
-    views: list[IntervalView]
-    events: list[tuple[int, str]] = field(default_factory=list)  # (interval, text)
-    skipped: int = 0  # lines that did not parse (a run killed mid-write)
-    summary: dict[str, Any] = field(default_factory=dict)  # recomputed from the intervals
+    path: Path  # intervals.jsonl
+
+    def replay(self, histograms: bool = True) -> Replay:
+        """A fresh pass over the run's intervals (Replay.views())."""
+        return Replay(self.run, Records(self.path), self.manifest.get("start"), histograms)
 
 
 def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
@@ -51,7 +55,7 @@ def _group(recorded: dict[str, Any]) -> GroupSpec:
 
 
 def load(run_dir: Path) -> RecordedRun:
-    """Read a run directory; BadInput names what is missing or wrong."""
+    """Read a run directory's manifest; BadInput names what is missing or wrong."""
     manifest_path, intervals_path = run_dir / "manifest.json", run_dir / "intervals.jsonl"
     for path in (manifest_path, intervals_path):
         if not path.is_file():
@@ -62,80 +66,171 @@ def load(run_dir: Path) -> RecordedRun:
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput("RUN_DIR", f"{manifest_path} is not a harness manifest ({exc})") \
             from None
-    if manifest.get("schema") != SCHEMA_VERSION:
+    if manifest.get("schema") not in READABLE:
         raise BadInput("RUN_DIR", f"{manifest_path}: schema {manifest.get('schema')!r}, this "
-                       f"harness reads {SCHEMA_VERSION}")
-    records, skipped = [], 0
-    with intervals_path.open() as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                skipped += 1
-    stats, views, raw_events = replay(run, records, manifest.get("start"))
-    events = []
-    for record in raw_events:
-        at = int(record["time"] // run.interval)
-        detail = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                           for k, v in record.items()
-                           if k not in ("type", "v", "run", "node", "time", "action"))
-        events.append((at, f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()))
-    return RecordedRun(run, stats.metrics, manifest, views, events, skipped, stats.summary())
+                       f"release reads {', '.join(map(str, READABLE))}")
+    return RecordedRun(run, {i: metrics_for(g) for i, g in enumerate(run.groups)}, manifest,
+                       intervals_path)
 
 
-def replay(run: RunSpec, records: Iterable[dict[str, Any]], origin: float | None
-           ) -> tuple[RunStats, list[IntervalView], list[dict[str, Any]]]:
-    """A run's records merged per interval by the same code that merged them live (and that
-    merges the nodes of a merged run): the statistics, the interval views and the events."""
-    names = {g.name: i for i, g in enumerate(run.groups)}
-    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
-    # interval -> (node, process) -> report, shaped as a cell's interval report
-    intervals: dict[int, dict[tuple[str, int], IntervalReport]] = {}
-    starts: dict[int, float] = {}
-    broker: dict[int, float] = {}
-    machine: dict[int, float] = {}
-    reconciliation: list[dict[str, Any]] = []
-    raw_events: list[dict[str, Any]] = []
+class Records:
+    """The records of an intervals.jsonl, read line by line, each brought up to the current
+    schema. A line that does not parse (a run killed mid-write) is counted and left out; a
+    record this release cannot read is BadInput naming the file, the line and the field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self.path.open() as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    self.skipped += 1
+                    continue
+                wrong = problem(record)
+                if wrong is not None:
+                    raise BadInput("RUN_DIR", f"{self.path}, line {number}: {wrong}")
+                if record.get("type") in REQUIRED:
+                    yield upgrade(record)
+
+
+def event_text(record: dict[str, Any]) -> str:
+    """An event (a live change of rate, threads or pause) as the log shows it."""
+    detail = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in record.items()
+                       if k not in ("type", "v", "run", "node", "time", "action"))
+    return f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()
+
+
+def into_reports(record: dict[str, Any], reports: dict[tuple[str, int], IntervalReport],
+                 groups: dict[str, int]) -> None:
+    """A process, counters or histogram record added to its interval's reports (one per node
+    and process, shaped as a cell's interval report). groups: group name -> index."""
+    key = (record["node"], record["process"])
+    report = reports.get(key)
+    if report is None:
+        report = reports[key] = IntervalReport(
+            record["process"], 0, record["interval"], round(record["start"] * 1e9),
+            record["length"], False, 0.0, record["phase"], record["node"])
+    if record["type"] == "process":
+        report.cpu = record["cpu"]
+        return
+    g = groups[record["group"]]
+    part = report.groups.get(g)
+    if part is None:
+        part = report.groups[g] = GroupPart(dict.fromkeys(COUNTERS, 0), {}, 0, 0, 0, 0)
+    if record["type"] == "counters":
+        part.threads_up, part.threads = record.get("threads_up", 0), record.get("threads", 0)
+        part.counters = {k: record[k] for k in COUNTERS}
+        part.clamped = record.get("clamped", 0)
+    else:
+        part.histograms[record["tag"][len(record["group"]) + 1:]] = record["hist"]
+
+
+@dataclass
+class Interval:
+    """One interval's reports, as a cell's interval reports: one per node and process."""
+
+    reports: dict[tuple[str, int], IntervalReport]
+    start: float  # epoch s: the earliest report's
+    broker_cpu: float | None
+    machine_cpu: float | None
+
+
+def interval_of(records: Iterable[dict[str, Any]], groups: dict[str, int]) -> Interval | None:
+    """An interval's records as its reports; None if no process reported in it. Where
+    several nodes give the host's or the broker's CPU, the busiest."""
+    reports: dict[tuple[str, int], IntervalReport] = {}
+    cpu: dict[str, float | None] = {"broker": None, "host": None}
+    start = None
     for record in records:
-        kind = record.get("type")
-        if kind == "event":
-            raw_events.append(record)
+        kind = record["type"]
+        if kind in cpu:
+            if record["cpu"] is not None:
+                cpu[kind] = max(cpu[kind] or 0.0, record["cpu"])
             continue
-        if kind == "broker":
-            broker[record["interval"]] = record["cpu"]
-            continue
-        if kind == "host":
-            machine[record["interval"]] = record["cpu"]
-            continue
-        if kind in ("reconciliation", "union"):
-            reconciliation.append(record)
-            continue
-        if kind not in ("process", "counters", "histogram"):
-            continue
-        index = record["interval"]
-        report = intervals.setdefault(index, {}).get((record["node"], record["process"]))
-        if report is None:
-            report = intervals[index][record["node"], record["process"]] = IntervalReport(
-                record["process"], 0, index, round(record["start"] * 1e9), record["length"],
-                False, 0.0, record["phase"], record["node"])
-        starts[index] = min(starts.get(index, record["start"]), record["start"])
-        if kind == "process":
-            report.cpu = record["cpu"]
-            continue
-        g = names[record["group"]]
-        part = report.groups.setdefault(g, GroupPart({}, {}, 0, 0, 0, 0))
-        if kind == "counters":
-            part.threads_up, part.threads = record["threads_up"], record["threads"]
-            part.counters = {k: record.get(k, 0) for k in COUNTERS}
-            part.clamped = record.get("clamped", 0)
-        else:
-            part.histograms[record["tag"][len(record["group"]) + 1:]] = record["hist"]
-    origin = origin or min(starts.values(), default=0.0)
-    stats = RunStats(run, metrics)
-    views = []
-    for index in sorted(intervals):
-        reports = list(intervals[index].values())
-        views.append(stats.merge(index, starts[index] - origin, reports, broker.get(index),
-                                 machine.get(index)))
-    stats.add_reconciliation(reconciliation)
-    return stats, views, raw_events
+        into_reports(record, reports, groups)
+        start = record["start"] if start is None else min(start, record["start"])
+    if start is None:
+        return None
+    return Interval(reports, start, cpu["broker"], cpu["host"])
+
+
+class Intervals:
+    """Records grouped into their intervals, each given once complete, in order.
+
+    An interval is complete once its host record is read: the controller writes it after
+    every process's report of that interval (and the broker's record right after it), so
+    only the intervals still open are held. A record of an interval already given was not
+    merged live either (the controller had moved on): it is counted in `late`, left out.
+    Events and the end's reconciliation records are kept aside as they are read."""
+
+    def __init__(self, records: Iterable[dict[str, Any]]) -> None:
+        self.records = records
+        self.events: list[dict[str, Any]] = []
+        self.reconciliation: list[dict[str, Any]] = []
+        self.late = 0
+
+    def __iter__(self) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+        opened: dict[int, list[dict[str, Any]]] = {}
+        done = -1  # every interval up to this one is given
+        closing = -1  # a host record was read up to this one: given at the next record
+        for record in self.records:
+            kind = record["type"]
+            if closing > done and not (kind == "broker" and record["interval"] <= closing):
+                for index in sorted(i for i in opened if i <= closing):
+                    yield index, opened.pop(index)
+                done = closing
+            if kind == "event":
+                self.events.append(record)
+            elif kind in ("reconciliation", "union"):
+                self.reconciliation.append(record)
+            elif record["interval"] <= done:
+                self.late += 1
+            else:
+                opened.setdefault(record["interval"], []).append(record)
+                if kind == "host":
+                    closing = max(closing, record["interval"])
+        for index in sorted(opened):
+            yield index, opened.pop(index)
+
+
+class Replay:
+    """A run's records merged interval by interval as they are read (harness.rundir.reader.
+    Intervals), by the same code that merged them live (and that merges the nodes of a
+    merged run). histograms=False reads counters only (the trends of a profile's results)."""
+
+    def __init__(self, run: RunSpec, records: Iterable[dict[str, Any]],
+                 origin: float | None, histograms: bool = True) -> None:
+        self.run = run
+        self.records = records
+        self.origin = origin
+        self.stats = RunStats(run, {i: metrics_for(g) for i, g in enumerate(run.groups)})
+        self.names = {g.name: i for i, g in enumerate(run.groups)}
+        self.intervals = Intervals(records if histograms else
+                                   (r for r in records if r["type"] != "histogram"))
+
+    @property
+    def skipped(self) -> int:
+        return getattr(self.records, "skipped", 0)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self.intervals.events
+
+    def views(self) -> Iterator[IntervalView]:
+        """Every interval's merged view in order; the statistics are complete once this
+        ends."""
+        for index, records in self.intervals:
+            interval = interval_of(records, self.names)
+            if interval is None:
+                continue
+            if self.origin is None:
+                self.origin = interval.start
+            yield self.stats.merge(index, interval.start - self.origin,
+                                   list(interval.reports.values()), interval.broker_cpu,
+                                   interval.machine_cpu)
+        self.stats.add_reconciliation(self.intervals.reconciliation)

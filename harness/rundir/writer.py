@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.rundir.schema import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 HLOG_FORMAT_VERSION = "1.3"
+
 # Interval_Max in the .hlog is in milliseconds, as HdrHistogram's own tools expect for
 # histograms of microsecond values divided by this ratio.
 HLOG_MAX_VALUE_UNIT_RATIO = 1000.0

@@ -24,7 +24,8 @@ def run_point(point: Point, execute: Execute, output: Path | None = None) -> dic
         type(point.run)(**{**point.run.__dict__, "output": str(output)})
     result = execute(run)
     made, plan = point.scenario
-    outcome = report(made, plan, result.summary, load_run(result.run_dir).views)
+    outcome = report(made, plan, result.summary,
+                     load_run(result.run_dir).replay(histograms=False).views())
     outcome["run_dir"] = str(result.run_dir)
     (result.run_dir / "scenario.json").write_text(json.dumps(outcome, indent=1, default=str))
     return outcome

@@ -17,6 +17,7 @@ once for each subscriber that receives it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -296,7 +297,7 @@ def run_spec(s: Scenario, base: RunSpec, template: GroupSpec) -> tuple[RunSpec, 
 
 # -- the report ------------------------------------------------------------------------------
 def report(s: Scenario, plan: list[Step], summary: dict[str, Any],
-           views: list[IntervalView]) -> dict[str, Any]:
+           views: Iterable[IntervalView]) -> dict[str, Any]:
     """Mix achieved against target, per-interaction and per-message figures, queue trends,
     and validity (all queues stable, every message type's p90 delivery time <= 5 s)."""
     from harness.experiments.results import GROWING_SHARE
@@ -345,34 +346,38 @@ def report(s: Scenario, plan: list[Step], summary: dict[str, Any],
             "growing_share": GROWING_SHARE}
 
 
-def _queue_trends(plan: list[Step], views: list[IntervalView]) -> dict[str, dict[str, Any]]:
+def _queue_trends(plan: list[Step], views: Iterable[IntervalView]) -> dict[str, dict[str, Any]]:
     """For each handler group: what its feeders delivered to it, minus what it received,
     interval by interval over the measured phase, and the slope (aggregated over its
-    locations' destinations)."""
+    locations' destinations). One pass over the views, which may be read as they come."""
     from harness.experiments.results import GROWING_SHARE, slope
 
-    out = {}
-    for step in plan:
-        if not step.feeders:
-            continue
-        backlog, points, received = 0.0, [], 0
-        for view in views:
+    steps = [step for step in plan if step.feeders]
+    backlog = [0.0] * len(steps)
+    received = [0] * len(steps)
+    points: list[list[tuple[float, float]]] = [[] for _ in steps]
+    seconds = 0.0
+    for view in views:
+        measured = view.phase == "measure"
+        seconds += view.length if measured else 0.0
+        for k, step in enumerate(steps):
             for feeder, counter, factor in step.feeders:
                 if feeder in view.groups:
-                    backlog += view.groups[feeder].counters[counter] * factor
+                    backlog[k] += view.groups[feeder].counters[counter] * factor
             if step.spec.name in view.groups:
                 got = view.groups[step.spec.name].counters["received"]
-                backlog -= got
-                if view.phase == "measure":
-                    received += got
-            if view.phase == "measure":
-                points.append((view.start + view.length, backlog))
-        trend = slope(points)
-        seconds = sum(v.length for v in views if v.phase == "measure") or 1.0
-        limit = max(GROWING_SHARE * received / seconds, 1.0)
+                backlog[k] -= got
+                if measured:
+                    received[k] += got
+            if measured:
+                points[k].append((view.start + view.length, backlog[k]))
+    out = {}
+    for k, step in enumerate(steps):
+        trend = slope(points[k])
+        limit = max(GROWING_SHARE * received[k] / (seconds or 1.0), 1.0)
         # DC_OrderQ<n>: one destination per location, aggregated
         name = re.sub(r"\{\{.*?\}\}", "<n>", step.spec.destination or step.spec.name)
         out[name] = {
-            "handler": step.spec.name, "slope": trend, "backlog": backlog,
+            "handler": step.spec.name, "slope": trend, "backlog": backlog[k],
             "stable": trend <= limit}
     return out

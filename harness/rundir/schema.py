@@ -1,0 +1,69 @@
+"""What a record of intervals.jsonl must hold, by schema version, and how a record of an
+earlier version this release still reads is brought up to the current one.
+
+The version goes up whenever a field is added or becomes required; a reader takes every
+version in READABLE. Version 2 (this release): a counters record carries every counter of
+harness.stats.recorder.COUNTERS; version 1 files, written before some counters existed,
+read the missing ones as 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.stats.recorder import COUNTERS
+
+SCHEMA_VERSION = 2
+READABLE = (1, 2)
+
+_INTERVAL = ("v", "run", "node", "process", "interval", "start", "length")
+_SLOT = ("v", "run", "node", "interval", "start", "cpu")
+# Per type, the fields every readable version has.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "process": (*_INTERVAL, "cpu"),
+    "counters": (*_INTERVAL, "group"),
+    "histogram": (*_INTERVAL, "group", "tag", "hist"),
+    "host": _SLOT,
+    "broker": _SLOT,
+    "event": ("v", "run", "node", "time", "action"),
+    "reconciliation": ("v", "run", "node", "group"),
+    "union": ("v", "run", "node", "destination", "received_once"),
+}
+# Fields a version added to a type, with what a record of an earlier version reads.
+ADDED: dict[int, dict[str, dict[str, Any]]] = {
+    2: {"counters": dict.fromkeys(COUNTERS, 0)},
+}
+
+
+def problem(record: Any) -> str | None:
+    """What makes a parsed line unreadable by this release, in a few words; None if
+    nothing does. Records of types this release does not know are left to the caller."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    version = record.get("v")
+    if version not in READABLE:
+        return f"schema version {version!r}; this release reads " + \
+            ", ".join(map(str, READABLE))
+    required = REQUIRED.get(record.get("type"))  # type: ignore[arg-type]
+    if required is None:
+        return None
+    for name in required:
+        if name not in record:
+            return f"a {record['type']} record without the field {name!r}"
+    for added_in, fields in ADDED.items():
+        if version >= added_in:
+            for name in fields.get(record["type"], ()):
+                if name not in record:
+                    return f"a {record['type']} record without the field {name!r}"
+    return None
+
+
+def upgrade(record: dict[str, Any]) -> dict[str, Any]:
+    """A readable record with what later versions added filled in (in place)."""
+    version = record["v"]
+    for added_in, fields in ADDED.items():
+        if version < added_in:
+            for name, value in fields.get(record["type"], {}).items():
+                record.setdefault(name, value)
+    record.setdefault("phase", "measure")
+    return record
