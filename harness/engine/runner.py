@@ -31,7 +31,6 @@ from harness.rundir.writer import (
     RunWriter,
     host_facts,
     make_run_dir,
-    record_base,
     scrub,
     write_json_atomic,
 )
@@ -263,6 +262,7 @@ class Controller(LiveControls):
         self.commands: queue.Queue[tuple[str, tuple[Any, ...]]] = queue.Queue()
         self.events: list[dict[str, Any]] = []
         self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+        self.names = [g.name for g in run.groups]
         self.has_producers = any(ROLES[g.role].produces for g in run.groups)
         # The drain may end early only if every consumer's destination is balanced.
         self.checked_points = [p for p in endpoints(run).values() if p.checked]
@@ -288,26 +288,6 @@ class Controller(LiveControls):
     def _broadcast(self, command: str, *args: Any) -> None:
         for cell in self.cells:
             getattr(cell, command)(*args)
-
-    def _write(self, writer: RunWriter, report: IntervalReport, phase: str,
-               start: float) -> None:
-        base = record_base(self.run_id, self.run.node, report.process, report.index,
-                           start, report.length_s, phase)
-        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
-                                          "cpu": report.cpu}]
-        for g, part in report.groups.items():
-            name = self.run.groups[g].name
-            records.append({"type": "counters", **base, "group": name, **part.counters,
-                            "threads": part.threads, "threads_up": part.threads_up,
-                            "clamped": part.clamped})
-            for metric, encoded in part.histograms.items():
-                histogram = part.histogram(metric)
-                count = histogram.get_total_count()
-                records.append({"type": "histogram", **base, "group": name,
-                                "tag": f"{name}.{metric}", "count": count,
-                                "max": histogram.get_max_value() if count else 0,
-                                "hist": encoded})
-        writer.write_interval(records, [])
 
     # -- requests from outside the run loop (signals, the live screen); thread-safe
     def request_stop(self) -> None:
@@ -501,7 +481,7 @@ class Controller(LiveControls):
             progress.producing[report.process] = 0
             progress.finals.setdefault(report.process, -1)
         else:
-            self._write(writer, report, report.phase, report.start_ns / 1e9)
+            writer.write_report(report, self.names, report.start_ns / 1e9, report.phase)
             progress.pending.setdefault(report.index, {})[report.process] = report
             progress.producing[report.process] = report.producing
             if report.final:
@@ -554,19 +534,14 @@ class Controller(LiveControls):
             machine_cpu = psutil.cpu_percent(None)
             view = self.stats.merge(index, start - self.start_s, list(reports.values()),
                                     broker_cpu, machine_cpu)
-            common = {"v": SCHEMA_VERSION, "run": self.run_id, "node": self.run.node,
-                      "interval": index, "start": start, "phase": view.phase}
-            records = [{"type": "host", **common, "cpu": machine_cpu}]
-            if broker_cpu is not None:
-                records.append({"type": "broker", **common, "pid": self.run.broker_pid,
-                                "cpu": broker_cpu})
             # The .hlog holds one histogram per tag per interval, every process's merged, as
             # HdrHistogram's log tools expect.
             hlog = [(f"{name}.{metric}", start, view.length, histogram.get_max_value(),
                      group.text(metric))
                     for name, group in view.groups.items()
                     for metric, histogram in group.histograms.items()]
-            writer.write_interval(records, hlog)
+            writer.close_interval(index, start, view.phase, machine_cpu, None if broker_cpu is
+                                  None else (self.run.broker_pid, broker_cpu), hlog)
             del pending[index]
             self.on_interval(view)
             progress.next_index += 1

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.merge.core import NodeSums, Partial, RunLayout, SlotMerger, slot_of
+from harness.merge.core import (
+    Partial,
+    RunLayout,
+    SlotMerger,
+    figures_of,
+    node_figures,
+    slot_of,
+)
 from harness.rundir.reader import Intervals, Records
 from harness.stats.figures import CLIENT_CPU_LIMIT
 from harness.stats.histogram import encode, percentiles
@@ -152,22 +159,15 @@ def gather_locally(layout: RunLayout, records: Records) -> Gathered:
     """One run directory's merge in this process, as the executors would do it (harness
     report): its intervals read as they come, never held."""
     merger = SlotMerger(layout)
-    sums = NodeSums()
-    corrupt = 0
     intervals = Intervals(records)
     for _, each in intervals:
-        kept = []
-        for record in each:
-            if record["type"] == "histogram" and not sums.add(record):
-                corrupt += 1
-                continue
-            kept.append(record)
-        start = min((r["start"] for r in kept if "length" in r), default=None)
+        start = min((r["start"] for r in each if "length" in r), default=None)
         if start is not None:
-            merger.slot(slot_of(start, layout.interval), kept)
-    return Gathered(merger.finish(), sums.figures(), intervals.reconciliation,
-                    {"truncated_lines": records.skipped, "corrupt_histograms": corrupt})
-
+            merger.slot(slot_of(start, layout.interval), each)
+    return Gathered(merger.finish(), node_figures(
+        (key, figures_of(h)) for key, h in merger.node_sums().items()),
+                    intervals.reconciliation,
+                    {"truncated_lines": records.skipped, "corrupt_histograms": merger.corrupt})
 
 
 def report_run(run_dir: Path) -> Merged:

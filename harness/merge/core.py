@@ -3,15 +3,14 @@ records, so that the Spark job (harness.merge.spark) runs them in its executors,
 partition at a time, and `harness report` runs them in one process.
 
 Every interval of every node goes on one epoch grid of the statistics interval: slot =
-round(start / interval). The map side reads one node's lines at a time: it checks every
-record against the schema, adds each histogram after the warm-up to its node's running sum
-(NodeSums: the per-node figures) and hands the record on keyed by its slot. The reduce side
-gets a range of slots in order and merges each slot's records, every node's and process's,
-by the same code that merged them live (harness.stats.intervals.RunStats), keeping running
-sums only (SlotMerger): the run's statistics, the report's series a bucket of slots at a
-time, the nodes' measured spans. Histograms are added, never percentiles averaged; no
-histogram is held per node and interval, so memory does not grow with the run's length or
-its number of nodes.
+round(start / interval). The map side reads one node's lines at a time, checks every record
+against the schema and hands its line on keyed by its slot. The reduce side gets a range of
+slots in order and merges each slot's records, every node's and process's, by the same code
+that merged them live (harness.stats.intervals.RunStats), keeping running sums only
+(SlotMerger): the run's statistics, each node's histograms per tag (decoded once for both,
+harness.stats.counts), the report's series a bucket of slots at a time, the nodes' measured
+spans. Histograms are added, never percentiles averaged; none is held per interval, so
+memory does not grow with the run's length.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from hdrh.histogram import HdrHistogram
 
 from harness.rundir.reader import Interval, interval_of, run_from_manifest
@@ -28,8 +28,9 @@ from harness.rundir.schema import READABLE, REQUIRED, SCHEMA_VERSION, problem, u
 from harness.rundir.writer import hlog_line
 from harness.spec.roles import ROLES, metrics_for
 from harness.spec.run import RunSpec
+from harness.stats.counts import Counts, Tally
 from harness.stats.figures import rate
-from harness.stats.histogram import add_text, encode, new_histogram, percentiles
+from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
 
 PROBLEM = -1  # the slot key of a record this release cannot read: sorted first
@@ -126,80 +127,49 @@ def layouts_from(manifests: list[dict[str, Any]]) -> tuple[dict[str, RunLayout],
 
 
 # -- the map side: one node's lines ---------------------------------------------------------
-class NodeSums:
-    """Each node's histograms after the warm-up, per tag, added as its records are read."""
-
-    def __init__(self) -> None:
-        self.sums: dict[tuple[str, str], HdrHistogram] = {}
-
-    def add(self, record: dict[str, Any]) -> bool:
-        """Add a histogram record (after the warm-up) to its node's sum; False if its
-        histogram does not decode. A warm-up's is only checked."""
-        key = (record["node"], record["tag"])
-        target = self.sums.get(key)
-        if target is None:
-            target = self.sums[key] = new_histogram()
-        try:
-            if record["phase"] == "warmup":
-                add_text(new_histogram(), record["hist"])
-            else:
-                add_text(target, record["hist"])
-        except Exception:  # any way a corrupt text fails to decode
-            return False
-        return True
-
-    def encoded(self) -> dict[tuple[str, str], str]:
-        return {key: encode(h) for key, h in self.sums.items()}
-
-    def absorb(self, encoded: dict[tuple[str, str], str]) -> None:
-        for key, text in encoded.items():
-            target = self.sums.get(key)
-            if target is None:
-                target = self.sums[key] = new_histogram()
-            add_text(target, text)
-
-    def figures(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per node, per tag: its count and percentiles."""
-        out: dict[str, dict[str, dict[str, Any]]] = {}
-        for (node, tag), histogram in sorted(self.sums.items()):
-            if histogram.get_total_count():
-                out.setdefault(node, {})[tag] = {"count": histogram.get_total_count(),
-                                                 **percentiles(histogram)}
-        return out
-
-
-def read_lines(lines: Iterable[tuple[int, str]], source: str, layout: RunLayout
+def read_lines(lines: Iterable[str], source: str, layout: RunLayout
                ) -> Iterator[tuple[int, Any]]:
-    """(slot, record) for the shuffle from one node's lines, given as (byte offset, text):
-    every record of the run by its slot; a record this release cannot read keyed PROBLEM
-    as ("problem", source, offset, what); after the last line, keyed END, this part's
-    per-node sums ("sums", ...) and what it skipped ("skipped", {kind: count})."""
-    sums = NodeSums()
-    skipped = dict.fromkeys(SKIPPED, 0)
+    """(slot, line) for the shuffle from one node's lines: every record of the run by its
+    slot, as its line (a line crosses the shuffle for a tenth of a parsed record's cost,
+    and parses again in a few microseconds); a record this release cannot read keyed
+    PROBLEM as ("problem", source, line, what); the run's reconciliation records keyed
+    END; after the last line, keyed END, how many lines did not parse ("skipped",
+    {kind: count})."""
+    truncated = 0
     interval = layout.interval
-    for offset, line in lines:
+    for line in lines:
         try:
-            record = json.loads(line)
-        except ValueError:
-            skipped["truncated_lines"] += 1
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            truncated += 1
             continue
         wrong = problem(record)
         if wrong is not None:
-            yield PROBLEM, ("problem", source, offset, wrong)
+            yield PROBLEM, ("problem", source, line, wrong)
             continue
         kind = record.get("type")
         if kind not in REQUIRED or kind == "event" or record["run"] != layout.run:
             continue
-        upgrade(record)
         if kind in ("reconciliation", "union"):
-            yield END, record
-            continue
-        if kind == "histogram" and not sums.add(record):
-            skipped["corrupt_histograms"] += 1
-            continue
-        yield slot_of(record["start"], interval), record
-    yield END, ("sums", sums.encoded())
-    yield END, ("skipped", skipped)
+            yield END, line
+        else:
+            yield slot_of(record["start"], interval), line
+    yield END, ("skipped", {"truncated_lines": truncated})
+
+
+def figures_of(histogram: HdrHistogram) -> dict[str, Any]:
+    """A whole run's count and percentiles of one node's tag."""
+    return {"count": histogram.get_total_count(), **percentiles(histogram)}
+
+
+def node_figures(figures: Iterable[tuple[tuple[str, str], dict[str, Any]]]
+                 ) -> dict[str, dict[str, Any]]:
+    """((node, tag), figures) as {node: {tag: figures}}, those with a count only."""
+    out: dict[str, dict[str, Any]] = {}
+    for (node, tag), values in sorted(figures):
+        if values["count"]:
+            out.setdefault(node, {})[tag] = values
+    return out
 
 
 # -- the reduce side: a range of slots, in order ----------------------------------------------
@@ -257,35 +227,61 @@ class SlotMerger:
         self.spans: dict[str, list[float]] = {}
         self.bucket: Bucket | None = None
         self.bucket_index = -1
+        # Each node's histograms after the warm-up, per tag, added up as they come.
+        self.tallies: dict[tuple[str, str], Tally] = {}
+        self.corrupt = 0  # histograms that did not decode, left out
 
-    def slot(self, slot: int, records: list[dict[str, Any]]
+    def slot(self, slot: int, records: list[dict[str, Any]], lines: list[str] | None = None
              ) -> tuple[list[tuple[Any, ...]], str, str]:
         """One slot merged: its rows (ROW_COLUMNS, one per tag with data), its .hlog lines
-        and the merged run's records of it (intervals.jsonl lines, every node's)."""
+        and, given the records' lines, the merged run's records of it (intervals.jsonl
+        lines, every node's, renumbered on the run's grid)."""
         layout = self.layout
         index = slot - layout.first
-        lines = []
-        for record in records:
+        out = []
+        kept = []
+        for n, record in enumerate(records):
+            kind = record["type"]
+            if kind == "histogram" and not self._decoded(record):
+                continue
+            if lines is not None and kind not in ("host", "broker"):
+                out.append(_renumbered(record, lines[n], index))
             record["interval"] = index
-            record["v"] = SCHEMA_VERSION
-            if record["type"] not in ("host", "broker"):
-                lines.append(json.dumps(record, separators=(",", ":")))
-        interval = interval_of(records, self.groups)
+            kept.append(record)
+        interval = interval_of(kept, self.groups)
         if interval is None:
             return [], "", ""
         view = self.stats.merge(index, interval.start - layout.base_time,
                                 list(interval.reports.values()), interval.broker_cpu,
                                 interval.machine_cpu)
-        common = {"v": SCHEMA_VERSION, "run": layout.run, "node": "merged", "interval": index,
-                  "start": slot * layout.interval, "phase": view.phase}
-        if interval.broker_cpu is not None:
-            lines.append(json.dumps({"type": "broker", **common, "cpu": interval.broker_cpu}))
-        # Last: the host record closes the interval for a reader (harness.rundir.reader).
-        lines.append(json.dumps({"type": "host", **common, "cpu": interval.machine_cpu}))
+        if lines is not None:
+            common = {"v": SCHEMA_VERSION, "run": layout.run, "node": "merged",
+                      "interval": index, "start": slot * layout.interval, "phase": view.phase}
+            if interval.broker_cpu is not None:
+                out.append(_compact({"type": "broker", **common, "cpu": interval.broker_cpu}))
+            # Last: the host record closes the interval for a reader (rundir.reader).
+            out.append(_compact({"type": "host", **common, "cpu": interval.machine_cpu}))
         rows, hlog, latency = self._rows(slot, view)
         self._measured(interval)
         self._draw(slot, view, interval, latency)
-        return rows, "".join(hlog).rstrip("\n"), "\n".join(lines)
+        return rows, "".join(hlog).rstrip("\n"), "\n".join(out)
+
+    def _decoded(self, record: dict[str, Any]) -> bool:
+        """Decode a histogram record's counts once for every sum it goes to (the slot's,
+        the node's); False if it does not decode."""
+        try:
+            counts = Counts.decode(record["hist"])
+        except Exception:  # any way a corrupt text fails to decode
+            self.corrupt += 1
+            return False
+        record["_counts"] = counts
+        if record["phase"] != "warmup":
+            key = (record["node"], record["tag"])
+            tally = self.tallies.get(key)
+            if tally is None:
+                tally = self.tallies[key] = Tally()
+            tally.add(counts)
+        return True
 
     def _rows(self, slot: int, view: IntervalView
               ) -> tuple[list[tuple[Any, ...]], list[str], dict[str, list[int | None]]]:
@@ -361,44 +357,68 @@ class SlotMerger:
         self._close_bucket()
         return Partial(self.stats, self.points, self.spans)
 
+    def node_sums(self) -> dict[tuple[str, str], HdrHistogram]:
+        """Each node's whole run after the warm-up, per tag, of the slots merged here."""
+        return {key: tally.histogram() for key, tally in self.tallies.items()}
+
+
+def _renumbered(record: dict[str, Any], line: str, index: int) -> str:
+    """A record's line with its interval number on the merged run's grid: the line itself
+    with the number replaced where it is of the current schema (no encoding again)."""
+    if record["v"] == SCHEMA_VERSION:
+        was = f'"interval":{record["interval"]},'
+        at = line.find(was)
+        if at >= 0:
+            return f'{line[:at]}"interval":{index},{line[at + len(was):]}'.rstrip("\n")
+    return _compact({**{k: v for k, v in record.items() if not k.startswith("_")},
+                     "v": SCHEMA_VERSION, "interval": index})
+
+
+def _compact(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":"))
+
 
 def merge_slots(items: Iterable[tuple[int, Any]], layout: RunLayout
                 ) -> Iterator[tuple[Any, ...]]:
     """A partition of the shuffle, sorted by slot, merged: ("slot", slot, rows, hlog text,
     intervals.jsonl text) for each slot, then what the driver gathers: ("partial",
-    Partial), and from the last partition ("per_node", figures), ("reconcile", records),
-    ("skipped", counts); a record this release cannot read is ("problem", source, offset,
-    what) and nothing else of its partition is merged."""
+    Partial), ("node_sum", (node, tag), text) of each node's tags, ("skipped", counts), and
+    from the last partition ("reconcile", records); a record this release cannot read is
+    ("problem", source, line, what) and nothing else of its partition is merged."""
     merger = SlotMerger(layout)
     current: int | None = None
-    records: list[dict[str, Any]] = []
-    sums: NodeSums | None = None
+    lines: list[str] = []
     reconcile: list[dict[str, Any]] = []
-    skipped = dict.fromkeys(SKIPPED, 0)
+    last = False  # the partition that gets what belongs to no slot
+    truncated = 0
     for slot, value in items:
         if slot == PROBLEM:
             yield value
             return
-        if slot != current and records:
+        if slot != current and lines:
             assert current is not None
-            yield ("slot", current, *merger.slot(current, records))
-            records = []
+            yield ("slot", current, *_merged(merger, current, lines))
+            lines = []
         current = slot
         if slot < END:
-            records.append(value)
-        elif isinstance(value, dict):
-            reconcile.append(value)
-        elif value[0] == "sums":
-            sums = sums or NodeSums()
-            sums.absorb(value[1])
+            lines.append(value)
+            continue
+        last = True
+        if isinstance(value, str):
+            reconcile.append(upgrade(orjson.loads(value)))
         else:
-            for kind, count in value[1].items():
-                skipped[kind] += count
-    if records:
+            truncated += value[1]["truncated_lines"]
+    if lines:
         assert current is not None
-        yield ("slot", current, *merger.slot(current, records))
+        yield ("slot", current, *_merged(merger, current, lines))
     yield ("partial", merger.finish())
-    if sums is not None:
-        yield ("per_node", sums.figures())
+    for key, histogram in merger.node_sums().items():
+        yield ("node_sum", key, encode(histogram))
+    yield ("skipped", {"truncated_lines": truncated, "corrupt_histograms": merger.corrupt})
+    if last:
         yield ("reconcile", reconcile)
-        yield ("skipped", skipped)
+
+
+def _merged(merger: SlotMerger, slot: int, lines: list[str]
+            ) -> tuple[list[tuple[Any, ...]], str, str]:
+    return merger.slot(slot, [upgrade(orjson.loads(line)) for line in lines], lines)

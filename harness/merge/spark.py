@@ -31,18 +31,20 @@ from harness.merge.core import (
     ROW_COLUMNS,
     SKIPPED,
     RunLayout,
+    figures_of,
     layouts_from,
     merge_slots,
+    node_figures,
     read_lines,
 )
 from harness.merge.report import render
-from harness.rundir.writer import hlog_header
+from harness.rundir.writer import hlog_header, is_uri
+from harness.stats.counts import add_text
+from harness.stats.histogram import decode, encode
 
 # Input bytes a partition of the merge, about: a task's shuffle sort and slot merge stay
 # within Python's default worker memory.
-PARTITION_BYTES = 32 << 20
-TEXT_INPUT = ("org.apache.hadoop.mapreduce.lib.input.TextInputFormat",
-              "org.apache.hadoop.io.LongWritable", "org.apache.hadoop.io.Text")
+PARTITION_BYTES = 16 << 20
 
 
 
@@ -188,58 +190,142 @@ def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: b
 
     sc = spark.sparkContext
     size = sum(m["_bytes"] for m in layout.nodes)
-    layout.cut(max(2 * sc.defaultParallelism, size // PARTITION_BYTES))
+    layout.cut(max(4 * sc.defaultParallelism, size // PARTITION_BYTES))
     shipped = sc.broadcast(layout)
+    parts = {"hlog": _join(output, f"_parts/hlog-{number}"),
+             "jsonl": _join(output, "_parts/jsonl") if jsonl else None}
+    # An output on this machine's file system (the executors' too, as they read the inputs
+    # there) takes the text parts straight from the tasks that make them; a Hadoop URI
+    # takes them through Spark, a second pass over what the tasks kept.
+    direct = _local(output) is not None
 
     def read(path: str) -> Any:
-        lines = sc.newAPIHadoopFile(_join(path, "intervals.jsonl"), *TEXT_INPUT)
+        lines = sc.textFile(_join(path, "intervals.jsonl"))
         return lines.mapPartitions(lambda part: read_lines(part, path, shipped.value))
+
+    def reduce(index: int, items: Any) -> Any:
+        merged = merge_slots(items, shipped.value)
+        if not direct:
+            yield from merged
+            return
+        with PartFiles(index, parts) as files:
+            for item in merged:
+                if item[0] == "slot":
+                    files.write("hlog", item[3])
+                    files.write("jsonl", item[4])
+                    item = (*item[:3], "", "")
+                yield item
 
     partitions, cut = layout.partitions, layout.partition
     keyed = sc.union([read(m["_path"]) for m in layout.nodes])
     merged = keyed.repartitionAndSortWithinPartitions(partitions, cut) \
-        .mapPartitions(lambda items: merge_slots(items, shipped.value)) \
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        .mapPartitionsWithIndex(reduce).persist(StorageLevel.MEMORY_AND_DISK)
     progress = _Progress(spark, say)
     progress.start()
     try:
-        gathered = merged.filter(lambda item: item[0] != "slot").collect()
+        gathered = merged.filter(lambda item: item[0] not in ("slot", "node_sum")).collect()
         problems = [item[1:] for item in gathered if item[0] == "problem"]
         if problems:
             raise MergeError([_located(*p) for p in sorted(problems)[:10]])
+        # Each node's sums of the partitions added in the executors: the driver gets a
+        # few figures per node and tag.
+        per_node = node_figures(
+            merged.filter(lambda item: item[0] == "node_sum")
+            .map(lambda item: (item[1], item[2])).reduceByKey(_added)
+            .mapValues(lambda text: figures_of(decode(text))).collect())
         slots = merged.filter(lambda item: item[0] == "slot")
         _write_rows(spark, slots.flatMap(lambda item: item[2]), output, append=number > 0)
-        slots.map(lambda item: item[3]).filter(bool).saveAsTextFile(
-            _join(output, f"_parts/hlog-{number}"))
+        if not direct:
+            for kind, at in ((3, parts["hlog"]), (4, parts["jsonl"])):
+                if at is not None:
+                    slots.map(lambda item, at=kind: item[at]).filter(bool).saveAsTextFile(at)
         if jsonl:
-            slots.map(lambda item: item[4]).filter(bool).saveAsTextFile(
-                _join(output, "_parts/jsonl"))
-            _join_parts(spark, [("", _join(output, "_parts/jsonl"))],
-                        _join(output, "intervals.jsonl"))
+            _join_parts(spark, [("", parts["jsonl"])], _join(output, "intervals.jsonl"))
     finally:
         progress.stopped.set()
         merged.unpersist()
     partial = next(item[1] for item in gathered if item[0] == "partial")
+    skipped = dict.fromkeys(SKIPPED, 0)
+    reconcile: list[dict[str, Any]] = []
     for item in gathered:
         if item[0] == "partial" and item[1] is not partial:
             partial.absorb(item[1])
-    found = {item[0]: item[1] for item in gathered if item[0] != "partial"}
-    return Gathered(partial, found.get("per_node", {}), found.get("reconcile", []),
-                    found.get("skipped", dict.fromkeys(SKIPPED, 0)))
+        elif item[0] == "skipped":
+            for kind, count in item[1].items():
+                skipped[kind] += count
+        elif item[0] == "reconcile":
+            reconcile += item[1]
+    return Gathered(partial, per_node, reconcile, skipped)
 
 
-def _located(source: str, offset: int, what: str) -> str:
+class PartFiles:
+    """A task's part files of the text outputs, in a directory each (kind -> directory,
+    None: not written): written under a hidden name and renamed when the task ends, so
+    that a task run twice leaves one whole part."""
+
+    def __init__(self, index: int, directories: dict[str, str | None]) -> None:
+        import os
+        import uuid
+
+        self.files: dict[str, Any] = {}
+        self.names: dict[str, tuple[str, str]] = {}
+        for kind, directory in directories.items():
+            if directory is None:
+                continue
+            local = _local(directory)
+            assert local is not None
+            os.makedirs(local, exist_ok=True)
+            final = os.path.join(local, f"part-{index:05d}")
+            temporary = os.path.join(local, f".part-{index:05d}-{uuid.uuid4().hex}.tmp")
+            self.names[kind] = (temporary, final)
+            self.files[kind] = open(temporary, "w", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, kind: str, text: str) -> None:
+        if text and kind in self.files:
+            self.files[kind].write(text + "\n")
+
+    def __enter__(self) -> PartFiles:
+        return self
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        import os
+
+        for name, file in self.files.items():
+            file.close()
+            temporary, final = self.names[name]
+            if kind is None:
+                os.replace(temporary, final)
+            else:
+                os.unlink(temporary)
+
+
+def _added(first: str, second: str) -> str:
+    histogram = decode(first)
+    add_text(histogram, second)
+    return encode(histogram)
+
+
+def _local(path: str) -> str | None:
+    """The path on this machine's file system, None for another file system's URI."""
+    if path.startswith("file://"):
+        return path.removeprefix("file://")
+    if path.startswith("file:"):
+        return path.removeprefix("file:")
+    return None if is_uri(path) else path
+
+
+def _located(source: str, line: str, what: str) -> str:
     """A record's place as a line number, where the file is on this machine's disk."""
     import os
 
     path = _join(source, "intervals.jsonl")
-    local = path.removeprefix("file://") if path.startswith("file://") else \
-        path if "://" not in path else None
+    local = _local(path)
     if local is not None and os.path.isfile(local):
-        with open(local, "rb") as f:
-            line = f.read(offset).count(b"\n") + 1
-        return f"{path}, line {line}: {what}"
-    return f"{path}, at byte {offset}: {what}"
+        with open(local, encoding="utf-8", errors="replace") as f:
+            for number, text in enumerate(f, 1):
+                if text.rstrip("\n") == line:
+                    return f"{path}, line {number}: {what}"
+    return f"{path}: {what} (a line beginning {line[:60]!r})"
 
 
 def _write_rows(spark: Any, rows: Any, output: str, append: bool) -> None:

@@ -106,9 +106,10 @@ def event_text(record: dict[str, Any]) -> str:
 
 
 def into_reports(record: dict[str, Any], reports: dict[tuple[str, int], IntervalReport],
-                 groups: dict[str, int]) -> None:
+                 groups: dict[str, int]) -> GroupPart | None:
     """A process, counters or histogram record added to its interval's reports (one per node
-    and process, shaped as a cell's interval report). groups: group name -> index."""
+    and process, shaped as a cell's interval report); returns the group's part it went to.
+    groups: group name -> index."""
     key = (record["node"], record["process"])
     report = reports.get(key)
     if report is None:
@@ -117,7 +118,7 @@ def into_reports(record: dict[str, Any], reports: dict[tuple[str, int], Interval
             record["length"], False, 0.0, record["phase"], record["node"])
     if record["type"] == "process":
         report.cpu = record["cpu"]
-        return
+        return None
     g = groups[record["group"]]
     part = report.groups.get(g)
     if part is None:
@@ -127,7 +128,11 @@ def into_reports(record: dict[str, Any], reports: dict[tuple[str, int], Interval
         part.counters = {k: record[k] for k in COUNTERS}
         part.clamped = record.get("clamped", 0)
     else:
-        part.histograms[record["tag"][len(record["group"]) + 1:]] = record["hist"]
+        metric = record["tag"][len(record["group"]) + 1:]
+        part.histograms[metric] = record["hist"]
+        if "_counts" in record:  # decoded already (a merge: harness.stats.counts)
+            part.keep(metric, record["_counts"])
+    return part
 
 
 @dataclass

@@ -35,6 +35,13 @@ ADDED: dict[int, dict[str, dict[str, Any]]] = {
 }
 
 
+# Per version and type, every field a record must hold.
+_NEEDS = {(version, kind): frozenset(fields) | frozenset(
+          name for added_in, more in ADDED.items() if version >= added_in
+          for name in more.get(kind, ()))
+          for version in READABLE for kind, fields in REQUIRED.items()}
+
+
 def problem(record: Any) -> str | None:
     """What makes a parsed line unreadable by this release, in a few words; None if
     nothing does. Records of types this release does not know are left to the caller."""
@@ -44,26 +51,22 @@ def problem(record: Any) -> str | None:
     if version not in READABLE:
         return f"schema version {version!r}; this release reads " + \
             ", ".join(map(str, READABLE))
-    required = REQUIRED.get(record.get("type"))  # type: ignore[arg-type]
-    if required is None:
+    needs = _NEEDS.get((version, record.get("type")))  # type: ignore[arg-type]
+    if needs is None or needs <= record.keys():
         return None
-    for name in required:
-        if name not in record:
-            return f"a {record['type']} record without the field {name!r}"
-    for added_in, fields in ADDED.items():
-        if version >= added_in:
-            for name in fields.get(record["type"], ()):
-                if name not in record:
-                    return f"a {record['type']} record without the field {name!r}"
-    return None
+    kind = record["type"]
+    missing = [n for n in REQUIRED[kind] if n not in record] or sorted(needs - record.keys())
+    return f"a {kind} record without the field {missing[0]!r}"
 
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     """A readable record with what later versions added filled in (in place)."""
     version = record["v"]
-    for added_in, fields in ADDED.items():
-        if version < added_in:
-            for name, value in fields.get(record["type"], {}).items():
-                record.setdefault(name, value)
-    record.setdefault("phase", "measure")
+    if version < SCHEMA_VERSION:
+        for added_in, fields in ADDED.items():
+            if version < added_in:
+                for name, value in fields.get(record["type"], {}).items():
+                    record.setdefault(name, value)
+    if "phase" not in record:
+        record["phase"] = "measure"
     return record

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.rundir.schema import SCHEMA_VERSION
+from harness.stats.reports import IntervalReport
 
 HLOG_FORMAT_VERSION = "1.3"
 
@@ -130,6 +131,41 @@ class RunWriter:
         max us, encoded) for the .hlog."""
         self.jsonl.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
         self.hlog.write("".join(hlog_line(self.base_time, *h) for h in histograms))
+
+    def write_report(self, report: IntervalReport, groups: list[str], start: float,
+                     phase: str) -> None:
+        """One process's report of an interval: its process, counters and histogram records
+        (groups: each group's name by index)."""
+        base = record_base(self.run_id, self.node, report.process, report.index, start,
+                           report.length_s, phase)
+        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
+                                          "cpu": report.cpu}]
+        for g, part in report.groups.items():
+            name = groups[g]
+            records.append({"type": "counters", **base, "group": name, **part.counters,
+                            "threads": part.threads, "threads_up": part.threads_up,
+                            "clamped": part.clamped})
+            for metric, encoded in part.histograms.items():
+                histogram = part.histogram(metric)
+                count = histogram.get_total_count()
+                records.append({"type": "histogram", **base, "group": name,
+                                "tag": f"{name}.{metric}", "count": count,
+                                "max": histogram.get_max_value() if count else 0,
+                                "hist": encoded})
+        self.write_interval(records, [])
+
+    def close_interval(self, index: int, start: float, phase: str, machine_cpu: float | None,
+                       broker: tuple[int, float] | None,
+                       histograms: list[tuple[str, float, float, int, str]]) -> None:
+        """An interval's end, once every process reported it: the host's CPU (and the
+        broker's: pid, CPU), whose record a reader takes as the interval complete
+        (harness.rundir.reader.Intervals), and its merged histograms in the .hlog."""
+        common = {"v": SCHEMA_VERSION, "run": self.run_id, "node": self.node,
+                  "interval": index, "start": start, "phase": phase}
+        records = [{"type": "host", **common, "cpu": machine_cpu}]
+        if broker is not None:
+            records.append({"type": "broker", **common, "pid": broker[0], "cpu": broker[1]})
+        self.write_interval(records, histograms)
 
     def close(self) -> None:
         self.jsonl.close()

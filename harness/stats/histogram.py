@@ -8,26 +8,13 @@ does and adding a bincount to the counts array in place.
 
 from __future__ import annotations
 
-import base64
-import threading
 import weakref
-import zlib
 from array import array
 from collections.abc import Iterable, Sequence
 from functools import cache
 
 import numpy as np
-from hdrh.codec import (
-    V2_COMPRESSION_COOKIE_BASE,
-    V2_ENCODING_COOKIE_BASE,
-    ExternalHeader,
-    PayloadHeader,
-    ext_header_size,
-    get_cookie_base,
-    payload_header_size,
-)
 from hdrh.histogram import HdrHistogram
-from pyhdrh import decode as _decode_counts
 
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
@@ -60,8 +47,11 @@ def empty() -> tuple[str, HdrHistogram]:
 
 
 def counts_view(histogram: HdrHistogram) -> np.ndarray:
-    """The histogram's counts as a NumPy array sharing its memory."""
-    return np.ctypeslib.as_array(histogram.counts)
+    """The histogram's counts as a NumPy array sharing its memory (made once a histogram)."""
+    view = histogram.__dict__.get("_counts_view")
+    if view is None:
+        view = histogram.__dict__["_counts_view"] = np.ctypeslib.as_array(histogram.counts)
+    return view
 
 
 def counts_indexes(histogram: HdrHistogram, values: np.ndarray) -> np.ndarray:
@@ -119,46 +109,6 @@ def encode(histogram: HdrHistogram) -> str:
 
 def decode(text: str) -> HdrHistogram:
     return _acyclic(HdrHistogram.decode(text))
-
-
-_scratch = threading.local()
-
-
-def add_text(histogram: HdrHistogram, text: str) -> None:
-    """Add an encoded histogram to histogram, as histogram.add(decode(text)) does, without
-    making a histogram of it: its counts are decoded into a scratch array of this thread's
-    and added with NumPy. A merge adds one per node, interval and tag, and this costs half
-    as much. Raises on a text that does not decode (callers count it corrupt)."""
-    raw = base64.b64decode(text)
-    header = ExternalHeader.from_buffer_copy(raw)
-    if get_cookie_base(header.cookie) != V2_COMPRESSION_COOKIE_BASE or \
-            header.length != len(raw) - ext_header_size:
-        raise ValueError("not an HdrHistogram V2 compressed histogram")
-    data = zlib.decompress(raw[ext_header_size:])
-    payload = PayloadHeader.from_buffer_copy(data)
-    if get_cookie_base(payload.cookie) != V2_ENCODING_COOKIE_BASE or (
-            payload.lowest_trackable_value, payload.highest_trackable_value,
-            payload.significant_figures, payload.normalizing_index_offset) != (
-            histogram.lowest_trackable_value, histogram.highest_trackable_value,
-            histogram.significant_figures, 0):
-        histogram.add(decode(text))  # another layout: the package's own way
-        return
-    scratch = getattr(_scratch, "counts", None)
-    if scratch is None or scratch.size != histogram.counts_len:
-        scratch = _scratch.counts = np.zeros(histogram.counts_len, dtype=np.uint64)
-    found = _decode_counts(data, payload_header_size, scratch.ctypes.data,
-                           histogram.counts_len, 8)
-    total, end = found["total"], found["max_nonzero_index"] + 1
-    if not total:
-        return
-    counts = counts_view(histogram)[:end]
-    np.add(counts, scratch[:end], out=counts, casting="unsafe")
-    scratch[:end] = 0
-    histogram.total_count += total
-    histogram.min_value = min(histogram.min_value, histogram.get_value_from_index(
-        found["min_nonzero_index"]))
-    histogram.max_value = max(histogram.max_value, histogram.get_highest_equivalent_value(
-        histogram.get_value_from_index(end - 1)))
 
 
 def values_at(histogram: HdrHistogram, points: Sequence[float]) -> list[int]:

@@ -8,7 +8,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from harness.stats.histogram import add_text, decode
+from harness.stats.counts import Counts, add_text
+from harness.stats.histogram import decode, new_histogram
 
 
 @dataclass
@@ -25,20 +26,34 @@ class GroupPart:
     def histogram(self, metric: str) -> HdrHistogram:
         """The metric's histogram, decoded once however many outputs read it; read-only.
         A cell in the controller's own process leaves the histograms it encoded here, so
-        that they are never decoded at all (remember)."""
+        that they are never decoded at all (remember); a merge leaves their counts (keep)."""
         decoded = self.__dict__.setdefault("_decoded", {})
         histogram = decoded.get(metric)
         if histogram is None:
-            histogram = decoded[metric] = decode(self.histograms[metric])
+            counts = self.__dict__.get("_counts", {}).get(metric)
+            if counts is None:
+                histogram = decode(self.histograms[metric])
+            else:
+                histogram = new_histogram()
+                counts.add_to(histogram)
+            decoded[metric] = histogram
         return histogram
 
     def add_to(self, target: HdrHistogram, metric: str) -> None:
         """Add the metric's histogram to target, decoding it only if it was not already."""
+        counts = self.__dict__.get("_counts", {}).get(metric)
+        if counts is not None:
+            counts.add_to(target)
+            return
         decoded = self.__dict__.get("_decoded", {}).get(metric)
         if decoded is None:
             add_text(target, self.histograms[metric])
         elif decoded.get_total_count():
             target.add(decoded)
+
+    def keep(self, metric: str, counts: Counts) -> None:
+        """The metric's histogram, already decoded as counts (harness.stats.counts)."""
+        self.__dict__.setdefault("_counts", {})[metric] = counts
 
     def remember(self, histograms: dict[str, HdrHistogram]) -> None:
         self.__dict__["_decoded"] = histograms
@@ -47,6 +62,7 @@ class GroupPart:
         # Across a pipe the text is what travels: the decoded copies stay behind.
         state = dict(self.__dict__)
         state.pop("_decoded", None)
+        state.pop("_counts", None)
         return state
 
 
