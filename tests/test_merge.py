@@ -3,13 +3,16 @@ single-run report."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from hdrh.log import HistogramLogReader
 from PIL import Image
@@ -225,3 +228,71 @@ def test_report_for_a_single_run_without_spark(harness: Any, loopback_run: Any) 
     from harness.units import format_us
     assert "receiver.latency" in html and f"<td>{format_us(p50)}</td>" in html
     assert html.count("<svg") >= 4
+
+
+def bench(name: str) -> Any:
+    """A script of contrib/bench as a module."""
+    path = Path(__file__).resolve().parent.parent / "contrib" / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_merge_of_many_nodes_holds_the_driver_to_a_bounded_memory(spark: Any,
+                                                                    tmp_path: Path) -> None:
+    """24 nodes x 150 intervals x 12 tags (43,200 histogram rows): the driver held a
+    decoded histogram per node, interval and tag before (about 14 GB here)."""
+    nodes, intervals = 24, 150
+    bench("merge").generate(tmp_path / "in", nodes, intervals)
+    me = psutil.Process()
+    before = me.memory_info().rss
+    peak = before
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.05):
+            peak = max(peak, me.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        merged = merge(spark, sorted(str(p) for p in (tmp_path / "in").iterdir()),
+                       str(tmp_path / "out"), say=lambda _: None)
+    finally:
+        done.set()
+        sampler.join()
+    assert (peak - before) / 2**20 < 300, (before, peak)
+    run = merged.summary["runs"]["bench"]
+    measured = intervals - intervals // 10
+    assert run["groups"]["sender1"]["sent"] == nodes * measured * 200
+    assert run["groups"]["receiver3"]["received"] == nodes * measured * 200
+    assert len(run["per_node"]) == nodes
+    assert all(run["per_node"][n]["receiver1.latency"]["count"] > 0 for n in run["per_node"])
+    # Every slot's rows, in order, one per tag.
+    rows = read_rows(spark, tmp_path / "out")
+    assert len(rows) == intervals * 12
+    # Each histogram the nodes wrote holds 200 values.
+    assert sum(r["count"] for r in rows if r["tag"] == "receiver2.latency") == \
+        nodes * intervals * 200
+    assert {n["receiver2.latency"]["count"] for n in run["per_node"].values()} == \
+        {measured * 200}
+
+
+def test_a_record_without_a_required_field_stops_the_merge_naming_file_line_and_field(
+        spark: Any, tmp_path: Path) -> None:
+    first, _ = write_node(tmp_path, "r5", "a", 1_800_000_300.0, 3, lambda r: 500, seed=1)
+    second, _ = write_node(tmp_path, "r5", "b", 1_800_000_300.0, 3, lambda r: 700, seed=2)
+    path = second / "intervals.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[4])
+    del record["group"]
+    lines[4] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MergeError) as caught:
+        merge(spark, [str(first), str(second)], str(tmp_path / "out"), say=lambda _: None)
+    assert caught.value.problems == [
+        f"{path}, line 5: a {record['type']} record without the field 'group'"]
+    assert not (tmp_path / "out" / "summary.json").exists()

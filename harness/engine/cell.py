@@ -291,6 +291,7 @@ class Cell:
         stop_seen: int | None = None
         next_balance = 0
         timeline = control.timeline
+        reported = False  # an interval was reported in the last turn
         while True:
             boundary = timeline.bounds(index)[1]
             # At the end of a phase, wait longer for a worker held up in a send: its samples
@@ -298,9 +299,15 @@ class Cell:
             grace = PHASE_GRACE_S if timeline.phase(index) != timeline.phase(index + 1) \
                 else GRACE_S
             wait = (boundary - now_ns()) / 1e9
-            if wait <= 0 or control.draining or stop_seen is not None:
+            if reported and wait <= 0:
+                # The next interval ended already (intervals shorter than a look, or a turn
+                # that came late): look at once, or the reports fall behind for good.
+                wait = 0.0
+            elif wait <= 0 or control.draining or stop_seen is not None:
                 wait = COLLECT_S
-            control.wake.wait(min(wait, LOOK_S))
+            reported = False
+            if wait > 0:
+                control.wake.wait(min(wait, LOOK_S))
             control.wake.clear()
             finished = all(w.finished for w in self.workers)
             self._take_handoffs(pending, index, groups)
@@ -335,6 +342,7 @@ class Cell:
             if now >= boundary and (complete or now >= boundary + grace * 1e9):
                 self._report(index, pending.pop(index, None) or _Interval(groups), None)
                 index += 1
+                reported = True
                 _settle_garbage()
             if control.draining and producers_done and now >= next_balance:
                 next_balance = now + int(BALANCE_EVERY_S * 1e9)

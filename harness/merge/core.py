@@ -129,14 +129,16 @@ def layouts_from(manifests: list[dict[str, Any]]) -> tuple[dict[str, RunLayout],
 # -- the map side: one node's lines ---------------------------------------------------------
 def read_lines(lines: Iterable[str], source: str, layout: RunLayout
                ) -> Iterator[tuple[int, Any]]:
-    """(slot, line) for the shuffle from one node's lines: every record of the run by its
-    slot, as its line (a line crosses the shuffle for a tenth of a parsed record's cost,
-    and parses again in a few microseconds); a record this release cannot read keyed
-    PROBLEM as ("problem", source, line, what); the run's reconciliation records keyed
-    END; after the last line, keyed END, how many lines did not parse ("skipped",
-    {kind: count})."""
+    """(slot, text) for the shuffle from one node's lines: the run's records by their slot,
+    as their lines, consecutive lines of one slot joined (a node writes an interval's
+    records together: the shuffle moves a few large items instead of many small ones, and
+    a line parses again in a few microseconds); a record this release cannot read keyed
+    PROBLEM as ("problem", source, line, what); the run's reconciliation records keyed END;
+    after the last line, keyed END, how many lines did not parse ("skipped", {kind: n})."""
     truncated = 0
     interval = layout.interval
+    run: list[str] = []
+    current = PROBLEM
     for line in lines:
         try:
             record = orjson.loads(line)
@@ -150,10 +152,15 @@ def read_lines(lines: Iterable[str], source: str, layout: RunLayout
         kind = record.get("type")
         if kind not in REQUIRED or kind == "event" or record["run"] != layout.run:
             continue
-        if kind in ("reconciliation", "union"):
-            yield END, line
-        else:
-            yield slot_of(record["start"], interval), line
+        slot = END if kind in ("reconciliation", "union") else \
+            slot_of(record["start"], interval)
+        if slot != current and run:
+            yield current, "\n".join(run)
+            run = []
+        current = slot
+        run.append(line)
+    if run:
+        yield current, "\n".join(run)
     yield END, ("skipped", {"truncated_lines": truncated})
 
 
@@ -401,11 +408,11 @@ def merge_slots(items: Iterable[tuple[int, Any]], layout: RunLayout
             lines = []
         current = slot
         if slot < END:
-            lines.append(value)
+            lines += value.split("\n")
             continue
         last = True
         if isinstance(value, str):
-            reconcile.append(upgrade(orjson.loads(value)))
+            reconcile += [upgrade(orjson.loads(line)) for line in value.split("\n")]
         else:
             truncated += value[1]["truncated_lines"]
     if lines:
