@@ -6,7 +6,7 @@
         --output hdfs:///runs/merged
 
 harness.zip is the harness package (`cd <checkout> && zip -r harness.zip harness modules`);
-the executors also need the hdrhistogram and numpy packages. Inputs and output may be any
+the executors also need the hdrhistogram, numpy and orjson packages. Inputs and output may be any
 path Spark reads and writes (local, hdfs://, s3a://). `harness merge` runs the same job on an
 embedded local Spark.
 """

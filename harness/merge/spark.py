@@ -30,6 +30,7 @@ from harness.merge.core import (
     LATENCY,
     ROW_COLUMNS,
     SKIPPED,
+    Partial,
     RunLayout,
     figures_of,
     layouts_from,
@@ -223,10 +224,14 @@ def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: b
     progress = _Progress(spark, say)
     progress.start()
     try:
-        gathered = merged.filter(lambda item: item[0] not in ("slot", "node_sum")).collect()
+        gathered = merged.filter(
+            lambda item: item[0] not in ("slot", "node_sum", "partial")).collect()
         problems = [item[1:] for item in gathered if item[0] == "problem"]
         if problems:
             raise MergeError([_located(*p) for p in sorted(problems)[:10]])
+        # The partitions' statistics added up in the executors: one reaches the driver.
+        partial = merged.filter(lambda item: item[0] == "partial") \
+            .map(lambda item: item[1]).treeReduce(_absorbed)
         # Each node's sums of the partitions added in the executors: the driver gets a
         # few figures per node and tag.
         per_node = node_figures(
@@ -244,13 +249,10 @@ def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: b
     finally:
         progress.stopped.set()
         merged.unpersist()
-    partial = next(item[1] for item in gathered if item[0] == "partial")
     skipped = dict.fromkeys(SKIPPED, 0)
     reconcile: list[dict[str, Any]] = []
     for item in gathered:
-        if item[0] == "partial" and item[1] is not partial:
-            partial.absorb(item[1])
-        elif item[0] == "skipped":
+        if item[0] == "skipped":
             for kind, count in item[1].items():
                 skipped[kind] += count
         elif item[0] == "reconcile":
@@ -297,6 +299,11 @@ class PartFiles:
                 os.replace(temporary, final)
             else:
                 os.unlink(temporary)
+
+
+def _absorbed(first: Partial, second: Partial) -> Partial:
+    first.absorb(second)
+    return first
 
 
 def _added(first: str, second: str) -> str:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from harness.errors import BadInput
 from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
 from harness.spec.group import GroupSpec
@@ -83,11 +85,11 @@ class Records:
         self.skipped = 0
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        with self.path.open() as f:
+        with self.path.open("rb") as f:
             for number, line in enumerate(f, 1):
                 try:
-                    record = json.loads(line)
-                except ValueError:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
                     self.skipped += 1
                     continue
                 wrong = problem(record)

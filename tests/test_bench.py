@@ -1,0 +1,46 @@
+"""Every benchmark of contrib/bench runs to its end at a tiny size: a benchmark that no
+longer runs (a schema or an interface changed under it) fails here, not on the day someone
+needs its figures. What they print is measured elsewhere (contrib/bench/RESULTS.md); here
+each must exit 0 and print the figure its docstring promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, env
+
+# script, tiny arguments, a word its output must hold, whether it needs the brokers
+RUNS = [
+    ("callback.py", ["--transport", "nats", "--messages", "2000"], "ns", True),
+    ("distributed.py", ["--seconds", "1", "--repeat", "1"], "msg/s", False),
+    ("interval_work.py", ["--rate", "200", "--seconds", "2"], "us", False),
+    ("loop_turn.py", ["--sends", "500"], "us", True),
+    ("loopback.py", ["--messages", "20000", "--repeat", "1"], "msg/s", False),
+    ("merge.py", ["--shape", "2x20", "--shape", "4x20"], "rows/s", False),
+    ("message_path.py", ["--messages", "5000"], "ns", False),
+    ("transports.py", ["--seconds", "0.5", "--repeat", "1", "--only", "nats.Sender",
+                       "--no-unthrottled", "--paced-rate", "200"], "bare", True),
+    ("ui.py", ["--seconds", "1", "--pairs", "1"], "ratio", False),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "word", "needs_brokers"), RUNS,
+                         ids=[r[0] for r in RUNS])
+def test_the_benchmark_runs_at_a_tiny_size(script: str, args: list[str], word: str,
+                                           needs_brokers: bool, request: Any) -> None:
+    if needs_brokers:
+        request.getfixturevalue("brokers")
+    done = subprocess.run([sys.executable, str(ROOT / "contrib" / "bench" / script), *args],
+                          capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert word in done.stdout, done.stdout[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_every_benchmark_has_a_tiny_run() -> None:
+    scripts = {p.name for p in (ROOT / "contrib" / "bench").glob("*.py")}
+    assert scripts == {r[0] for r in RUNS}
