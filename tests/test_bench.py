@@ -24,7 +24,7 @@ RUNS = [
     ("message_path.py", ["--messages", "5000"], "ns", False),
     ("transports.py", ["--seconds", "0.5", "--repeat", "1", "--only", "nats.Sender",
                        "--no-unthrottled", "--paced-rate", "200"], "bare", True),
-    ("ui.py", ["--seconds", "1", "--pairs", "1"], "ratio", False),
+    ("ui.py", ["--seconds", "1", "--pairs", "1"], "with / without", False),
 ]
 
 

@@ -40,9 +40,10 @@ TIMED = [  # (owner, attribute, what the line says)
     (cell, "encode", "  encoding a histogram"),
     (cell.Cell, "_cpu_seconds", "  reading the process's CPU time"),
     (cell.Cell, "_take_handoffs", "collector: taking the workers' hand-offs"),
-    (runner.Controller, "_write", "controller: a process's records"),
+    (writer.RunWriter, "write_report", "controller: a process's records"),
     (runner.Controller, "_emit_complete", "controller: an interval merged, written, shown"),
     (intervals.RunStats, "merge", "  merging"),
+    (writer.RunWriter, "close_interval", "  closing it (host record, .hlog)"),
     (console, "interval_lines", "  the console lines"),
     (writer.RunWriter, "write_interval", "  writing records (each call)"),
 ]
