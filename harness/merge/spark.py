@@ -151,6 +151,8 @@ def merge(spark: Any, inputs: list[str], output: str, sweep: bool = False,
     summary: dict[str, Any] = {"runs": {}, "skipped": dict.fromkeys(SKIPPED, 0)}
     report: dict[str, Any] = {"runs": []}
     hlog: list[tuple[str, str]] = []  # (header, part files) of each run, in order
+    fs, parts = hadoop_path(spark, _join(output, "_parts"))
+    fs.delete(parts, True)  # what a merge that failed left
     started = time.monotonic()
     for number, (run, layout) in enumerate(sorted(layouts.items())):
         say(f"run {run}: nodes {', '.join(m['node'] for m in layout.nodes)}, intervals of "
@@ -174,7 +176,6 @@ def merge(spark: Any, inputs: list[str], output: str, sweep: bool = False,
     warnings[:0] = [f"{count} {name.replace('_', ' ')} skipped"
                     for name, count in sorted(skipped.items()) if count]
     _join_parts(spark, hlog, _join(output, "merged.hlog"))
-    fs, parts = hadoop_path(spark, _join(output, "_parts"))
     fs.delete(parts, True)
     summary["warnings"] = report["warnings"] = warnings
     report["skipped"] = skipped
