@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import random
 import shutil
@@ -178,7 +179,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     runs = sorted((rows, seconds) for rows, seconds, _ in lines)
-    for (rows_a, sec_a), (rows_b, sec_b) in zip(runs, runs[1:], strict=False):
+    for (rows_a, sec_a), (rows_b, sec_b) in itertools.pairwise(runs):
         if rows_b == 2 * rows_a:
             print(f"twice the rows ({rows_a:,} -> {rows_b:,}): {sec_b / sec_a:.2f} times the "
                   "time (linear: at most 2.1)")
