@@ -93,9 +93,10 @@ def test_client_cpu_per_message_is_the_process_cpu_over_its_messages(tmp_path):
         / summary["measured_seconds"])
     # The replay (harness view) and every interval line say the same.
     recorded = load(result.run_dir)
-    assert recorded.summary["groups"]["sender"]["client_us_per_msg"] == pytest.approx(
-        summary["groups"]["sender"]["client_us_per_msg"])
-    shown = {v.index: v for v in recorded.views}
+    replay = recorded.replay()
+    shown = {v.index: v for v in replay.views()}
+    assert replay.stats.summary()["groups"]["sender"]["client_us_per_msg"] == \
+        pytest.approx(summary["groups"]["sender"]["client_us_per_msg"])
     by_name = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
     line = interval_lines(shown[1], by_name, labels(recorded.run, recorded.metrics))[0]
     first = next(r for r in counters if r["group"] == "sender" and r["interval"] == 1)
