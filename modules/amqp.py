@@ -62,7 +62,7 @@ QUEUE_TYPES = ("classic", "quorum", "stream")
 
 _BASE = (Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT
          | Capability.TRANSACTIONS | Capability.DURABLE | Capability.REQUEST_REPLY
-         | Capability.TEMP_QUEUES)
+         | Capability.TEMP_QUEUES | Capability.PROPERTIES)
 FLAVOURS = ("rabbitmq", "generic")  # generic: no quorum queues, streams or direct reply-to
 
 
@@ -212,6 +212,14 @@ class AmqpTransport(DrivenTransport):
                 (o.ack == "auto" or not o.prefetch) and not settings.transacted:
             out.append(("--queue-type", "a stream consumer needs --ack client or "
                         "client-individual and --prefetch N"))
+        if o.ack == "auto" and o.prefetch and consumes and not settings.transacted:
+            out.append(("--prefetch", "limits unacknowledged deliveries, and with --ack auto "
+                        "there are none (the broker ignores it): add --ack client or "
+                        "client-individual"))
+        if o.ack == "client" and o.prefetch and o.ack_every > o.prefetch:
+            out.append(("--ack-every", f"{o.ack_every} is more than --prefetch {o.prefetch}: "
+                        "the consumer would wait for messages the broker holds back until "
+                        "it acknowledges"))
         if not o.requeue and o.ack == "auto":
             out.append(("--no-requeue", "needs acknowledgements: --ack client or "
                         "client-individual (auto-acknowledged messages cannot be given back)"))
@@ -378,7 +386,7 @@ class AmqpTransport(DrivenTransport):
         self.close_reason = _reason(reason)
         if was and not self.closing:
             self.outages.went_down()
-        self._lose_pending("confirm", "connection lost before the broker confirmed the send")
+        self._lose_pending("connection lost before the broker confirmed the send")
 
     def _channel_closed(self, channel: Any, reason: Exception) -> None:
         if channel is not self.channel:
@@ -391,7 +399,7 @@ class AmqpTransport(DrivenTransport):
             self.outages.went_down()
             with contextlib.suppress(Exception):
                 self.conn.close()
-        self._lose_pending("confirm", "channel closed before the broker confirmed the send")
+        self._lose_pending("channel closed before the broker confirmed the send")
 
     def _abandon(self) -> None:
         conn, self.conn = self.conn, None
@@ -493,7 +501,7 @@ class AmqpTransport(DrivenTransport):
         deadline = time.monotonic() + RPC_TIMEOUT_S
         while len(self.pending) > most and self.connected:
             if time.monotonic() > deadline:
-                self._lose_pending("confirm", f"no confirmation within {RPC_TIMEOUT_S:g} s")
+                self._lose_pending(f"no confirmation within {RPC_TIMEOUT_S:g} s")
                 return
             self._turn(0.05)
 
@@ -669,7 +677,7 @@ class AmqpTransport(DrivenTransport):
                     self._turn(0.05)
         finally:
             self.connected = False
-            self._lose_pending("confirm", "closed before the broker confirmed the send")
+            self._lose_pending("closed before the broker confirmed the send")
             self._abandon()
             self.closing = False
 

@@ -49,7 +49,7 @@ DEFAULT_CREDIT = 100
 SETTLE_MODES = ("at-least-once", "at-most-once")
 
 _BASE = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | \
-    Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+    Capability.REQUEST_REPLY | Capability.TEMP_QUEUES | Capability.PROPERTIES
 # Transactions: Proton's blocking API has none, so every flavour refuses -tx.
 FLAVOURS: dict[str, Capability] = {
     # RabbitMQ 3.x's plugin ignores selector filters and has no durable subscriptions.
@@ -196,7 +196,7 @@ class Amqp10Transport(DrivenTransport):
         if self.connected:
             self.connected = False
             self.outages.went_down()
-        self._lose_pending("settle", "connection lost before the broker settled the send: "
+        self._lose_pending("connection lost before the broker settled the send: "
                            f"{_reason(exc)}")
 
     def open(self) -> None:
@@ -310,11 +310,8 @@ class Amqp10Transport(DrivenTransport):
             raise TransportError(f"send failed: {_reason(exc)}") from None
         self._sent(None if self.presettled else delivery, message.seq)
         if len(self.pending) >= self.window and not self.dispatching:
+            # What the broker refused meanwhile is in the feedback, each by its own number.
             self._settle(self.window - 1)
-            if not self.timed and self.feedback.failed:
-                # Waited for: a refusal is this send's failure, not a later one.
-                _, _, reason = self.feedback.failed.pop()
-                raise TransportError(reason)
 
     def _settle(self, most: int) -> None:
         """Turn the container until at most `most` sends await the broker's settlement."""
@@ -337,7 +334,7 @@ class Amqp10Transport(DrivenTransport):
             if len(pending) <= most or not self.connected:
                 return
             if time.monotonic() > deadline:
-                self._lose_pending("settle", f"not settled within {SETTLE_TIMEOUT_S:g} s")
+                self._lose_pending(f"not settled within {SETTLE_TIMEOUT_S:g} s")
                 return
             self._turn(0.05, lambda: pending[0][0].settled)
 
@@ -461,7 +458,7 @@ class Amqp10Transport(DrivenTransport):
                 self.flush()
                 if self.pending:
                     self._settle(0)
-        self._lose_pending("settle", "closed before the broker settled the send")
+        self._lose_pending("closed before the broker settled the send")
         self.connected = False
         self._drop()
 

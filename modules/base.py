@@ -4,6 +4,16 @@ A transport moves harness messages to and from one broker connection. Roles
 (harness.engine.roles) are written once against it; a transport declares the broker features
 it has as capabilities and the options only it takes, so that asking for a missing feature
 fails before the run instead of being silently ignored.
+
+The failure-path contract. Every call a role makes during a run (send, flush, idle, receive,
+ack, commit) returns or raises TransportError; it never ends the thread. A lost connection is
+an outage: the transport notes it (outages: went_down, came_up), and its next call reconnects,
+at most every reconnect.RECONNECT_EVERY_S. Each send ends one way only: sent (send returned;
+what the broker says of it later goes to the feedback: confirmed, refused, or in doubt where a
+fault hid its outcome), or failed (send raised: it never left, and the role counts it once).
+A send that raises for sends it had queued, its own among them, reports them all in the
+feedback and raises with reported=True, so that the role counts none of them a second time.
+The worker counts a failure of any other call once per outage.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ class Capability(enum.Flag):
     DURABLE = enum.auto()
     REQUEST_REPLY = enum.auto()
     TEMP_QUEUES = enum.auto()
+    PROPERTIES = enum.auto()  # message properties (--property) carried to the consumer
 
 
 class TransportError(Exception):
@@ -37,12 +48,17 @@ class TransportError(Exception):
 
     kind names the error where the transport knows better than the role ("HTTP 503");
     answered: the server did answer (an error status), so the worker need not back off; from
-    a Requestor's receive, the request's answer (no reply will follow)."""
+    a Requestor's receive, the request's answer (no reply will follow). reported: raised by
+    a send, the failure of sends it had queued, that send's among them, which the transport
+    put in its feedback (failed or in doubt): the role counts that send as sent, as the
+    others were, and counts nothing of its own, so that each failure is counted once."""
 
-    def __init__(self, message: str, kind: str | None = None, answered: bool = False) -> None:
+    def __init__(self, message: str, kind: str | None = None, answered: bool = False,
+                 reported: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.answered = answered
+        self.reported = reported
 
 
 class Transport(ABC):

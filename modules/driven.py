@@ -75,10 +75,11 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         else:
             time.sleep(seconds)
 
-    def _lose_pending(self, kind: str, reason: str) -> None:
+    def _lose_pending(self, reason: str) -> None:
+        """The sends still awaiting the broker's word, in doubt: it may have kept them."""
         while self.pending:
             _, seq, _ = self.pending.popleft()
-            self.feedback.failed.append((seq, kind, reason))
+            self.feedback.doubt.append((seq, reason))
 
     def flush(self) -> None:
         self.unwritten = 0

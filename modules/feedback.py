@@ -1,8 +1,10 @@
 """What a transport learns about its sends after send() returned: the broker's confirmations
-(their latency from the actual send) and the sends it refused later (a negative
-acknowledgement, a mandatory message returned unroutable, a confirmation lost with the
-connection), and what else the client library reported on its own. The worker takes them at
-every interval boundary, so nothing on the message path reaches into the statistics."""
+(their latency from the actual send), the sends it refused later (a negative
+acknowledgement, a mandatory message returned unroutable, a send the client library never
+wrote), the sends whose outcome a fault hid (in doubt: the connection lost, or no
+confirmation in time, after the bytes may have left), and what else the client library
+reported on its own. The worker takes them at every interval boundary, so nothing on the
+message path reaches into the statistics."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from array import array
 
 
 class Feedback:
-    __slots__ = ("confirm_us", "errors", "failed", "redelivered", "redelivered_lock")
+    __slots__ = ("confirm_us", "doubt", "errors", "failed", "redelivered", "redelivered_lock")
 
     def __init__(self) -> None:
         self.confirm_us: array[int] = array("q")
         # (sequence number, error kind, reason) of each send that failed after it was counted
         self.failed: list[tuple[int, str, str]] = []
+        # (sequence number, reason) of each send counted whose outcome a fault hid
+        self.doubt: list[tuple[int, str]] = []
         # kind -> (count, reason) of what the client library reported on its own (a
         # subscription dropping messages for a slow consumer)
         self.errors: dict[str, tuple[int, str]] = {}
@@ -36,7 +40,8 @@ class Feedback:
         with self.redelivered_lock:
             self.redelivered += 1
 
-    def take(self) -> tuple[array[int], list[tuple[int, str, str]], dict[str, tuple[int, str]]]:
-        taken = self.confirm_us, self.failed, self.errors
-        self.confirm_us, self.failed, self.errors = array("q"), [], {}
+    def take(self) -> tuple[array[int], list[tuple[int, str, str]], list[tuple[int, str]],
+                            dict[str, tuple[int, str]]]:
+        taken = self.confirm_us, self.failed, self.doubt, self.errors
+        self.confirm_us, self.failed, self.doubt, self.errors = array("q"), [], [], {}
         return taken

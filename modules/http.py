@@ -79,7 +79,9 @@ def _url_problems(destination: str) -> list[str]:
 class HttpTransport(Transport):
     name = "http"
     description = "HTTP request/reply via urllib3 (Requestor only; the server answers)"
-    capabilities = Capability.QUEUES | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+    # Properties are the request's headers.
+    capabilities = Capability.QUEUES | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES | \
+        Capability.PROPERTIES
     roles = ("Requestor",)
     Options = HttpOptions
     settings: Settings[HttpOptions]

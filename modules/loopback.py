@@ -231,7 +231,8 @@ class LoopbackTransport(Transport):
     def endpoint(cls, settings: Settings[Any]) -> str:
         return "loopback (embedded)"
     capabilities = (Capability.QUEUES | Capability.TOPICS | Capability.TRANSACTIONS
-                    | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES)
+                    | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
+                    | Capability.PROPERTIES)
 
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)

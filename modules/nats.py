@@ -68,7 +68,9 @@ from harness.clock import now_ns
 DEFAULT_PORT = 4222
 CONNECT_TIMEOUT_S = 5
 CALL_TIMEOUT_S = 10.0  # stream and consumer management, fetch requests
-ACK_TIMEOUT_S = 10.0  # a JetStream publish not acknowledged by then counts as failed
+ACK_TIMEOUT_S = 10.0  # a JetStream publish not acknowledged by then is in doubt
+# What a publish's acknowledgement can end with that says nothing of the message: in doubt.
+IN_DOUBT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.ConnectionClosedError)
 CLOSE_TIMEOUT_S = 10.0
 RECONNECT_WAIT_S = 0.5
 # nats-py's buffer for commands not yet written (its default, given explicitly). A core NATS
@@ -82,9 +84,11 @@ RETENTIONS = {"limits": api.RetentionPolicy.LIMITS, "workqueue": api.RetentionPo
               "interest": api.RetentionPolicy.INTEREST}
 ACK_MODES = ("auto", "client", "client-individual")
 
+# Properties travel as NATS headers, core and JetStream alike.
 CORE = Capability.QUEUES | Capability.TOPICS | Capability.REQUEST_REPLY | \
-    Capability.TEMP_QUEUES
-JETSTREAM = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | Capability.DURABLE
+    Capability.TEMP_QUEUES | Capability.PROPERTIES
+JETSTREAM = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | \
+    Capability.DURABLE | Capability.PROPERTIES
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,11 @@ class NatsTransport(DrivenTransport):
             if settings.persistent:
                 out.append(("-pp", "core NATS keeps nothing: add --jetstream for a stream "
                             "with file storage"))
+            if o.ack != "auto":
+                out.append(("--ack", "core NATS has no acknowledgements: add --jetstream"))
+            if o.prefetch:
+                out.append(("--prefetch", "is JetStream's max-ack-pending; core NATS "
+                            "delivers as messages come: add --jetstream"))
         else:
             if role in ("Requestor", "Responder"):
                 out.append(("--jetstream", "request/reply is core NATS's: drop --jetstream"))
@@ -375,9 +384,9 @@ class NatsTransport(DrivenTransport):
         acks, feedback, stream = self.pending, self.feedback, self.send_stream
         while acks and acks[0][0].done():
             done, seq, sent = acks.popleft()
-            if done.cancelled():
-                feedback.failed.append((seq, "confirm", "no publish acknowledgement (within "
-                                        f"{ACK_TIMEOUT_S:g} s, or the connection was lost)"))
+            if done.cancelled() or isinstance(done.exception(), IN_DOUBT):
+                feedback.doubt.append((seq, "no publish acknowledgement (within "
+                                       f"{ACK_TIMEOUT_S:g} s, or the connection was lost)"))
             elif done.exception() is not None:
                 feedback.failed.append((seq, "nack", f"the server refused the message: "
                                         f"{_reason(done.exception())}"))
@@ -616,6 +625,8 @@ class NatsTransport(DrivenTransport):
             ack_policy=api.AckPolicy.EXPLICIT, max_ack_pending=o.prefetch or None,
             ack_wait=o.ack_wait or None,
             deliver_policy=api.DeliverPolicy.ALL if durable else api.DeliverPolicy.NEW)
+        if durable:
+            self._check_durable(stream, durable)
         if o.pull_batch:
             self.pull = self._run(self.js.pull_subscribe(
                 subject, durable=durable, stream=stream, config=config, **limit),
@@ -626,6 +637,31 @@ class NatsTransport(DrivenTransport):
         self.sub = self._run(self.js.subscribe(
             subject, queue=group, durable=durable, stream=stream, cb=self._on_message,
             manual_ack=True, config=config, **limit), f"consumer on {stream}")
+
+    def _check_durable(self, stream: str, durable: str) -> None:
+        """A durable consumer that exists already is used as it is (nats-py does not change
+        it): one whose configuration differs from what this run asks is refused, not
+        silently used with another's --prefetch or --ack-wait."""
+        js, o = self.js, self.o
+        assert js is not None
+
+        async def existing() -> Any:
+            try:
+                return await js.consumer_info(stream, durable)
+            except nats.js.errors.NotFoundError:
+                return None
+
+        info = self._run(existing(), f"look up consumer {durable} on {stream}")
+        if info is None:
+            return
+        have = info.config
+        for flag, asked, kept in (("--prefetch", o.prefetch, have.max_ack_pending),
+                                  ("--ack-wait", o.ack_wait, have.ack_wait)):
+            if asked and (kept is None or abs(float(kept) - asked) > 1e-6):
+                raise TransportError(
+                    f"{flag} {asked:g}: the durable consumer {durable} on stream {stream} "
+                    f"exists with {kept:g} (an earlier run's): remove it first (nats consumer "
+                    f"rm {stream} {durable})")
 
     async def _on_message(self, raw: Any) -> None:
         frames = self.frames
@@ -736,8 +772,8 @@ class NatsTransport(DrivenTransport):
             self.connected = False
             for future, seq, _ in self.pending:
                 if not future.done():
-                    self.feedback.failed.append((seq, "confirm", "closed before the server "
-                                                 "acknowledged the publish"))
+                    self.feedback.doubt.append((seq, "closed before the server acknowledged "
+                                                "the publish"))
             self.pending.clear()
             self.nc = None
             with contextlib.suppress(Exception):

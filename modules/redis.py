@@ -225,10 +225,12 @@ class RedisTransport(Reconnecting, Transport):
         try:
             results = pipe.execute(raise_on_error=False)
         except ERRORS as exc:
-            # Written or not, answered or not: in doubt, each a failed send.
+            # Written or not, answered or not: each in doubt (the one being sent too).
             reason = f"connection lost: {_reason(exc)}"
-            self.feedback.failed.extend((seq, "send", reason) for seq in queued)
-            raise self._lost(exc) from None
+            self.feedback.doubt.extend((seq, reason) for seq in queued)
+            lost = self._lost(exc)
+            lost.reported = True
+            raise lost from None
         except redis.exceptions.RedisError as exc:  # a refused MULTI/EXEC: none of it
             self.feedback.failed.extend((seq, "send", _reason(exc)) for seq in queued)
             return

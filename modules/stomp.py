@@ -46,7 +46,7 @@ RECONNECT_EVERY_S = 0.5
 ACK_MODES = ("auto", "client", "client-individual")
 
 _BASE = (Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT
-         | Capability.TRANSACTIONS | Capability.REQUEST_REPLY)
+         | Capability.TRANSACTIONS | Capability.REQUEST_REPLY | Capability.PROPERTIES)
 FLAVOURS: dict[str, Capability] = {
     "activemq": _BASE | Capability.SELECTORS | Capability.DURABLE | Capability.TEMP_QUEUES,
     "artemis": _BASE | Capability.SELECTORS | Capability.DURABLE,

@@ -31,6 +31,8 @@ CASES = [
     ("run option inside a group", [*S, "-g", "-m loopback.Receiver -d Q -rl 5"], "--group",
      "run-wide options"),
     ("group without module", [*S, "-g", "-d Q"], "--group", "needs -m"),
+    ("a property mqtt does not carry", ["-m", "mqtt.Publisher", "-d", "t", "--property",
+                                        "a=1"], "--property", "does not support properties"),
     ("unbalanced quote in group", [*S, "-g", "-m 'loopback.Receiver"], "--group",
      "quotation"),
     ("unknown option in group", [*S, "-g", "-m loopback.Receiver --bogus"], "--group",

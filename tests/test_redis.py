@@ -155,6 +155,8 @@ def test_maxlen_trims_the_stream(harness, server):
     (["-m", "redis.Subscriber", "-d", "q", "--durable-name", "d"],
      "--durable-name: pub/sub keeps nothing"),
     (["-m", "redis.Publisher", "-d", "q", "--maxlen", "10"], "--maxlen: trims streams"),
+    (["-m", "redis.Sender", "-d", "q", "--property", "a=1"],
+     "--property: transport redis does not support properties"),
 ])
 def test_what_redis_cannot_do_is_refused_before_the_run(harness, args, message):
     done = harness("run", *args, "-rl", "1")

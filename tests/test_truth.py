@@ -47,6 +47,24 @@ def test_rates_are_the_paced_rate_whatever_the_run_length_warmup_and_interval(
     assert f"Summary: {measured:.2f} s measured" in result.stdout
 
 
+@pytest.mark.parametrize(("rate", "length", "warmup", "interval"),
+                         [("10", "6", "1", "2"), ("1", "10", "2", "2"), ("3", "10", "0", "5")])
+def test_a_low_paced_rate_is_its_own_rate_to_the_digit(harness, rate, length, warmup,
+                                                       interval):
+    """The span runs from the warm-up's end to the stop, not to the last send (a gap
+    before it) nor to the last receipt: at 1/s that was 14% of the rate."""
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", rate, "-rl", length,
+                     "-sw", warmup, "-ss", interval, "-g", "-m loopback.Receiver -d Q")
+    assert result.code == 0, result.stderr
+    summary = result.summary
+    measured = float(length) - float(warmup)
+    assert summary["measured_seconds"] == pytest.approx(measured, abs=1e-6)
+    sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
+    assert sender["sent"] == receiver["received"]
+    for group in (sender, receiver):
+        assert group["rate"] == pytest.approx(float(rate), rel=1e-6)
+
+
 def test_a_run_ended_by_message_count_measures_to_the_last_send(harness):
     result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "1000", "-mg", "2500",
                      "-ss", "1", "-g", "-m loopback.Receiver -d Q")

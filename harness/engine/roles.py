@@ -77,10 +77,17 @@ class _Producer(Worker):
                                                   now + offset, crc, properties, correlation,
                                                   None, persistent))
                 except TransportError as exc:
-                    # The number is not used again (the broker may have taken the message):
-                    # the reconciliation takes failed numbers out of consumers' losses.
-                    rec.error(exc.kind or "send", exc)
-                    self.failed.append(seq)
+                    if exc.reported:
+                        # Its outcome is in the transport's feedback, with the sends it had
+                        # queued: sent, as they were; the fault counted once an outage.
+                        rec.sent += 1
+                        rec.bytes += size
+                        self.call_failed(exc.kind or "send", exc)
+                    else:
+                        # The number is not used again (the broker may have taken the
+                        # message): the reconciliation takes it out of consumers' losses.
+                        rec.error(exc.kind or "send", exc)
+                        self.failed.append(seq)
                     seq += 1
                     if schedule is not None:  # never sent: delayed at least until it failed
                         rec.delay.append((now_ns() - intended) // 1000)

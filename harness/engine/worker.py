@@ -133,6 +133,7 @@ class Worker(threading.Thread, ABC):
         self.seen = SeenSet(self.rec) if group.role == "Receiver" and not setup.exclusive \
             and not group.filtered and group.destination_max is None else None
         self.failed: list[int] = []  # a producer's numbers whose send failed
+        self.doubt: list[int] = []  # and whose outcome a fault hid
         self.redelivered_taken = 0  # the transport's redelivered count at the last interval
         self.interval_index = 0
         self.next_boundary = self.control.timeline.bounds(0)[1]
@@ -161,15 +162,36 @@ class Worker(threading.Thread, ABC):
         self.transport.connect()
 
     def receive_failed(self, exc: TransportError) -> None:
-        """Count a receive that raised as an error, but once per outage: while the connection
-        is down every poll fails, as many times as the poll interval makes, and the outage
-        has counters of its own (reconnects, outage_ms)."""
+        self.call_failed("receive", exc)
+
+    def call_failed(self, kind: str, exc: TransportError) -> None:
+        """Count a call on the transport that raised as an error, but once per outage: while
+        the connection is down every poll, flush and wait fails, as many times as the loop
+        turns, and the outage has counters of its own (reconnects, outage_ms). What the
+        failure did to sends already made is the transport's to report (its feedback)."""
         outages = self.transport.outages
         if outages.down_since is not None:
             if outages.outages == self.outage_counted:
                 return
             self.outage_counted = outages.outages
-        self.rec.error("receive", exc)
+        self.rec.error(kind, exc)
+
+    def flush_sends(self) -> None:
+        """What is queued goes out before the thread sleeps; a failure is counted, and the
+        thread goes on (the next send reconnects)."""
+        try:
+            self.transport.flush()
+        except TransportError as exc:
+            self.call_failed("flush", exc)
+
+    def wait(self, seconds: float) -> None:
+        """A producer's wait between sends, in the transport's loop where it has one; if the
+        transport fails, counted, and the time waited all the same."""
+        try:
+            self.transport.idle(seconds)
+        except TransportError as exc:
+            self.call_failed("idle", exc)
+            time.sleep(seconds)
 
     @abstractmethod
     def work(self) -> None:
@@ -212,7 +234,8 @@ class Worker(threading.Thread, ABC):
         """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd)."""
         if self.produces() and not self.role.consumes:
             return {"positions": {self.producer_id: self.stream_position},
-                    "failed": {self.producer_id: self.failed} if self.failed else {}}
+                    "failed": {self.producer_id: self.failed} if self.failed else {},
+                    "doubt": {self.producer_id: self.doubt} if self.doubt else {}}
         if self.tracker is not None:
             return {"positions": dict(self.tracker.expected),
                     "lost": {p: sorted(s) for p, s in self.tracker.lost.items() if s}}
@@ -245,13 +268,18 @@ class Worker(threading.Thread, ABC):
         rec.reconnects += reconnects
         rec.outage_ms += outage_ns // 1_000_000
         feedback = transport.feedback
-        if feedback.confirm_us or feedback.failed or feedback.errors:
-            confirm_us, failed, errors = feedback.take()
+        if feedback.confirm_us or feedback.failed or feedback.doubt or feedback.errors:
+            confirm_us, failed, doubt, errors = feedback.take()
             rec.confirm.extend(confirm_us)
             for seq, kind, reason in failed:
                 rec.error(kind, reason)
                 rec.refused += 1
                 self.failed.append(seq)
+            # Not errors: the fault that hid their outcome is (an outage, counted once).
+            rec.in_doubt += len(doubt)
+            self.doubt.extend(seq for seq, _ in doubt)
+            if doubt and "in doubt" not in rec.reasons:
+                rec.reasons["in doubt"] = f"{len(doubt)} sends: {doubt[0][1]}"
             for kind, (count, reason) in errors.items():
                 rec.error(kind, reason)
                 rec.errors += count - 1
@@ -272,8 +300,7 @@ class Worker(threading.Thread, ABC):
                 return True
             if now >= self.next_boundary:
                 self.flush(now)
-            self.transport.idle(min(due - now, self.next_boundary - now,
-                                    MAX_SLEEP_S * 1e9) / 1e9)
+            self.wait(min(due - now, self.next_boundary - now, MAX_SLEEP_S * 1e9) / 1e9)
         return False
 
     def pace(self, intended: int, now: int, left: int = MAX_UNSENT) -> tuple[int, int] | None:
@@ -283,7 +310,7 @@ class Worker(threading.Thread, ABC):
         if intended >= until:
             return None
         if intended > now:
-            self.transport.flush()  # what is queued goes out before the thread sleeps
+            self.flush_sends()
             if not self.sleep_until(intended):
                 return None  # stopped at once: nothing was due yet
             now = now_ns()
@@ -320,11 +347,17 @@ class Worker(threading.Thread, ABC):
                     # Ahead of the schedule, due in this interval: pace() and sleep_until()
                     # inline. A paced send runs this after a sleep, with the caches cold,
                     # where each call and attribute costs several times what it does in a loop.
-                    transport.flush()  # what is queued goes out before the thread sleeps
-                    while now < intended:
-                        transport.idle(min(intended - now, most_ns) / 1e9)
-                        if not control.producing:
-                            return  # stopped at once: nothing was due yet
+                    try:
+                        transport.flush()  # what is queued goes out before the thread sleeps
+                        while now < intended:
+                            transport.idle(min(intended - now, most_ns) / 1e9)
+                            if not control.producing:
+                                return  # stopped at once: nothing was due yet
+                            now = clock()
+                    except TransportError as exc:  # counted; the rest of the wait as pace()'s
+                        self.call_failed("flush", exc)
+                        if not self.sleep_until(intended):
+                            return
                         now = clock()
                 else:
                     due = self.pace(intended, now, stop - count if limit else MAX_UNSENT)
@@ -367,7 +400,7 @@ class Worker(threading.Thread, ABC):
                 return False
             if now >= self.next_boundary:
                 self.flush(now)
-            self.transport.flush()
+            self.flush_sends()
             time.sleep(MAX_SLEEP_S)
             resumed = True
         if self.schedule is not None:
@@ -377,6 +410,14 @@ class Worker(threading.Thread, ABC):
         return True
 
     def commit(self) -> None:
-        self.transport.commit()
-        self.rec.commits += 1
-        self.transport.begin()
+        """Commit and begin the next transaction; a failure (the connection lost, and the
+        transaction with it) is counted once an outage, and the thread goes on."""
+        try:
+            self.transport.commit()
+            self.rec.commits += 1
+        except TransportError as exc:
+            self.call_failed("commit", exc)
+        try:
+            self.transport.begin()
+        except TransportError as exc:
+            self.call_failed("begin", exc)

@@ -23,6 +23,7 @@ from harness.rundir.reader import load as load_run
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints
+from harness.stats.figures import accepted_share
 
 Execute = Callable[[RunSpec], RunResult]
 DRAIN_IDLE_S = 1.0
@@ -201,9 +202,12 @@ def judge(run: RunSpec, row: dict[str, Any], summary: dict[str, Any], dotted: st
             if dotted.startswith("groups.") else None
         if group is not None and ROLES[group.role].produces:
             target = group.rate or group.thread_rate * group.threads * group.processes
-            achieved = summary["groups"][group.name]["rate"]
-            if target and achieved is not None and achieved < criteria.achieved * target:
-                reasons.append(f"achieved {achieved:,.1f}/s of {target:,.1f}/s")
+            entry = summary["groups"][group.name]
+            # The rate the broker accepted: a probe whose sends it refused did not pass.
+            achieved = entry["rate"] * accepted_share(entry)
+            if target and achieved < criteria.achieved * target:
+                reasons.append(f"achieved {achieved:,.1f}/s of {target:,.1f}/s accepted by "
+                               "the broker")
     return reasons
 
 

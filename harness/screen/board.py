@@ -144,7 +144,8 @@ class Board:
             notes = [f"{c[k]} {label}" for k, label in
                      (("errors", "errors"), ("lost", "lost"), ("duplicated", "duplicated"),
                       ("reordered", "reordered"), ("corrupt", "corrupt"),
-                      ("reconnects", "reconnects"), ("foreign", "foreign (not timed)"))
+                      ("reconnects", "reconnects"), ("in_doubt", "sends in doubt"),
+                      ("foreign", "foreign (not timed)"))
                      if c[k]]
             if c["outage_ms"]:
                 notes.append(f"{c['outage_ms'] / 1000:.1f} s disconnected")

@@ -49,6 +49,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" foreign={c['foreign']} (not from a harness producer: not timed)"
         if c["reconnects"] or c["outage_ms"]:
             text += f" reconnects={c['reconnects']} outage={c['outage_ms'] / 1000:.1f}s"
+        if c["in_doubt"]:
+            text += f" in_doubt={c['in_doubt']}"
         if "delay" in group.histograms:
             text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
         if "confirm" in group.histograms:
@@ -172,12 +174,14 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                           highlight=False, style="yellow")
     for name, g in summary["groups"].items():
         if g["reconnects"] or g["outage_ms"]:
+            doubt = f", {g['in_doubt']} sends in doubt" if g.get("in_doubt") else ""
             console.print(f"outage {name}: {g['reconnects']} reconnects, "
                           f"{g['outage_ms'] / 1000:.1f} s disconnected (summed over threads), "
-                          f"{g['errors']} errors", highlight=False, style="yellow")
+                          f"{g['errors']} errors{doubt}", highlight=False, style="yellow")
     for check in summary["delivery"]:
         bad = check["missing"] or check["unexpected"] or check["duplicated"]
-        console.print(f"delivery {check['destination']}: expected {check['expected']}, "
+        doubt = f" ({check['in_doubt']} of them in doubt)" if check.get("in_doubt") else ""
+        console.print(f"delivery {check['destination']}: expected {check['expected']}{doubt}, "
                       f"received {check['received']}, missing {check['missing']}, "
                       f"duplicated {check['duplicated']}",
                       highlight=False, style="bold red" if bad else None)

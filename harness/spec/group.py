@@ -265,7 +265,8 @@ def validate_group(group: GroupSpec, index: int) -> None:
     for flag, wanted, cap in (("-pp", group.persistent, Capability.PERSISTENT),
                               ("-tx", group.transacted, Capability.TRANSACTIONS),
                               ("--selector", group.selector, Capability.SELECTORS),
-                              ("--durable-name", group.durable_name, Capability.DURABLE)):
+                              ("--durable-name", group.durable_name, Capability.DURABLE),
+                              ("--property", group.properties, Capability.PROPERTIES)):
         if wanted:
             needed.append((flag, cap))
     flavour = f" ({group.flavour})" if group.flavour else ""

@@ -47,6 +47,15 @@ def kept(counters: dict[str, int]) -> int:
     return counters.get("sent", 0) - counters.get("refused", 0)
 
 
+def accepted_share(counters: dict[str, int]) -> float:
+    """Of a producer's sends, the share the broker is known to have kept: not refused, not
+    in doubt (a capacity is what a broker accepts, not what was sent at it)."""
+    sent = counters.get("sent", 0)
+    if not sent:
+        return 1.0
+    return (kept(counters) - counters.get("in_doubt", 0)) / sent
+
+
 def role_count(role: str, counters: dict[str, int]) -> int:
     """The messages a group's rate counts: received for consumers and for Requestor (round
     trips), sent for producers."""

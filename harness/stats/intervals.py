@@ -336,7 +336,8 @@ class RunStats:
 
         - per consumer group, the messages after the last one it saw from each producer
           (no later gap reveals them: `lost_at_tail`), and the numbers it counted lost whose
-          send had failed (never sent, so not lost: `failed_sends`). Only for consumers that
+          send had failed (never sent, so not lost: `failed_sends`) or was in doubt (a fault
+          hid whether the broker kept it: not lost either, `in_doubt`). Only for consumers that
           see whole streams (sequence-checked) and run to the end (no -mg); a consumer
           expects every producer sending to its destination (in its own process on the
           loopback broker, whose broker is per process);
@@ -344,9 +345,11 @@ class RunStats:
           between them (`received_once`), for the delivery check.
         """
         produced = [s for s in streams if self.run.groups[s.group].role in PRODUCERS]
-        failed = {p: numbers for s in produced for p, numbers in s.failed.items()}
+        failed = {p: set(numbers) for s in produced for p, numbers in s.failed.items()}
+        doubt = {p: set(numbers) - failed.get(p, set()) for s in produced
+                 for p, numbers in s.doubt.items()}
         records: list[dict[str, Any]] = []
-        adjust: dict[str, tuple[int, int]] = {}
+        adjust: dict[str, tuple[int, int, int]] = {}
         for seen in streams:
             spec = self.run.groups[seen.group]
             if spec.role not in CONSUMERS or spec.messages or spec.filtered \
@@ -360,15 +363,18 @@ class RunStats:
                     continue
                 for producer_id, count in source.positions.items():
                     position = seen.positions.get(producer_id, 0)
-                    tail += max(count - position, 0) - \
-                        count_in(failed.get(producer_id, []), position, count)
-            not_lost = sum(len(set(numbers) & set(failed.get(producer_id, [])))
-                           for producer_id, numbers in seen.lost.items())
-            before = adjust.get(spec.name, (0, 0))
-            adjust[spec.name] = (before[0] + tail, before[1] + not_lost)
-        for group, (tail, not_lost) in adjust.items():
+                    excused = failed.get(producer_id, set()) | doubt.get(producer_id, set())
+                    tail += max(count - position, 0) - count_in(excused, position, count)
+            not_failed = sum(len(set(numbers) & failed.get(producer_id, set()))
+                             for producer_id, numbers in seen.lost.items())
+            not_doubt = sum(len(set(numbers) & doubt.get(producer_id, set()))
+                            for producer_id, numbers in seen.lost.items())
+            before = adjust.get(spec.name, (0, 0, 0))
+            adjust[spec.name] = (before[0] + tail, before[1] + not_failed,
+                                 before[2] + not_doubt)
+        for group, (tail, not_failed, not_doubt) in adjust.items():
             records.append({"type": "reconciliation", "group": group, "lost_at_tail": tail,
-                            "failed_sends": not_lost})
+                            "failed_sends": not_failed, "in_doubt": not_doubt})
         bitmaps: dict[tuple[str, str, str], dict[str, list[bytes]]] = {}
         for stream in streams:
             for producer_id, bits in stream.seen.items():
@@ -390,7 +396,7 @@ class RunStats:
                 continue
             name = record["group"]
             tail = record.get("lost_at_tail", 0)
-            change = tail - record.get("failed_sends", 0)
+            change = tail - record.get("failed_sends", 0) - record.get("in_doubt", 0)
             self.tails[name] = self.tails.get(name, 0) + tail
             for totals in self.groups:
                 if totals.spec.name == name:
@@ -407,8 +413,11 @@ class RunStats:
         for point in endpoints(self.run).values():
             if not point.checked:
                 continue
-            # A send the broker did not keep is not expected at any consumer.
+            # A send the broker did not keep is not expected at any consumer; one in doubt
+            # may be there or not, and is neither missing nor unexpected.
             sent = sum(kept(self.groups[i].everything) for i in point.producers)
+            in_doubt = sum(self.groups[i].everything["in_doubt"]
+                           for i in point.producers) * point.copies
             received = sum(self.groups[i].everything["received"] for i in point.consumers)
             expected = sent * point.copies
             destination = str(point)
@@ -422,7 +431,7 @@ class RunStats:
                                  for i in point.consumers)
                 delivered = received - duplicated
             out.append({"destination": destination, "expected": expected,
-                        "received": received, "duplicated": duplicated,
-                        "missing": max(expected - delivered, 0),
+                        "in_doubt": in_doubt, "received": received, "duplicated": duplicated,
+                        "missing": max(expected - in_doubt - delivered, 0),
                         "unexpected": max(delivered - expected, 0)})
         return out

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 METRICS = ("latency", "service", "delay", "confirm")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
-            "late", "refused", "redelivered", "cpu_us")
+            "late", "refused", "in_doubt", "redelivered", "cpu_us")
 
 
 class Sample(NamedTuple):
@@ -44,8 +44,9 @@ class Recorder:
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
         self.unsent = self.late = 0
-        # Sends counted, then refused by the broker after all (harness.transports.feedback)
-        self.refused = 0
+        # Sends counted, then refused by the broker after all, or whose outcome a fault hid
+        # (harness.transports.feedback)
+        self.refused = self.in_doubt = 0
         # Received again after the broker took them back from a consumer (Redis claims)
         self.redelivered = 0
         self.cpu_us = 0  # set by the cell for the group, never by a thread

@@ -77,6 +77,8 @@ class StreamEnd:
     positions: dict[str, int]  # producer id -> messages
     # A producer's numbers whose send failed (never used again), by producer id.
     failed: dict[str, list[int]] = field(default_factory=dict)
+    # A producer's numbers whose outcome a fault hid (in doubt), by producer id.
+    doubt: dict[str, list[int]] = field(default_factory=dict)
     # A sequence-checked consumer's numbers counted lost, by producer id.
     lost: dict[str, list[int]] = field(default_factory=dict)
     # A competing consumer's numbers received, a bit each, by producer id.

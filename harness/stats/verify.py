@@ -14,6 +14,8 @@ delivered twice to two consumers does not cancel one that none received.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from harness.stats.recorder import Recorder
 
 # A gap larger than this is counted lost at once instead of remembered message by message.
@@ -117,5 +119,5 @@ def union_count(bitmaps: list[bytes]) -> int:
     return union.bit_count()
 
 
-def count_in(numbers: list[int], low: int, high: int | None = None) -> int:
+def count_in(numbers: Iterable[int], low: int, high: int | None = None) -> int:
     return sum(1 for n in numbers if n >= low and (high is None or n < high))
