@@ -15,8 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import env, free_port, harness_command, only_run_dir, read_jsonl, \
-    wait_for_port
+from tests.conftest import (
+    env,
+    free_port,
+    harness_command,
+    only_run_dir,
+    read_jsonl,
+    wait_for_port,
+)
 
 RUN_S, KILL_AT_S, DOWN_S = 14, 5, 2
 

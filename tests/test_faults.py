@@ -24,8 +24,8 @@ def test_injected_faults_are_counted_exactly(harness, topic):
     assert group["received"] == 399
     (delivery,) = result.summary["delivery"]
     assert delivery == {"destination": f"loopback:{'topic' if topic else 'queue'}:D",
-                        "expected": 400, "received": 399, "duplicated": 1, "missing": 2,
-                        "unexpected": 0}
+                        "expected": 400, "in_doubt": 0, "received": 399, "duplicated": 1,
+                        "missing": 2, "unexpected": 0}
     # The interval lines say it too.
     assert "lost=" in result.stdout and "corrupt=1" in result.stdout
 
