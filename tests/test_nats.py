@@ -502,3 +502,27 @@ def test_what_nats_cannot_do_is_refused_before_the_run(harness, args, message):
     assert message in done.stderr
     assert "Traceback" not in done.stderr
     assert done.run_dir is None
+
+
+def test_a_durable_consumer_made_with_another_prefetch_is_refused_not_reused(harness, brokers,
+                                                                             cleanup, tmp_path):
+    """Receivers share the durable consumer harness-<stream>, which nats-py takes as it
+    finds it: a later run asking for another --prefetch (max-ack-pending) or --ack-wait
+    would run with the first run's, silently."""
+    subject = unique("njs.durable")
+    cleanup.append(stream_name(subject))
+
+    def receive(name: str, prefetch: str) -> Any:
+        return harness("run", "-m", "nats.Receiver", "-d", subject, "--jetstream",
+                       "--prefetch", prefetch, "--ack", "client", "-rl", "1", "-ss", "1",
+                       "-o", str(tmp_path / name), output=False)
+
+    first = receive("first", "10")
+    assert first.code == 0, first.stderr
+    same = receive("same", "10")
+    assert same.code == 0, same.stderr
+    other = receive("other", "20")
+    assert other.code == 1
+    durable = f"harness-{stream_name(subject)}"
+    assert f"--prefetch 20: the durable consumer {durable} on stream {stream_name(subject)} " \
+           "exists with 10" in other.stderr
