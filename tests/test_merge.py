@@ -296,3 +296,38 @@ def test_a_record_without_a_required_field_stops_the_merge_naming_file_line_and_
     assert caught.value.problems == [
         f"{path}, line 5: a {record['type']} record without the field 'group'"]
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_an_interval_cut_at_the_stop_and_the_drains_first_on_one_slot_both_count(
+        spark: Any, tmp_path: Path) -> None:
+    """A node stopped 0.45 s into an interval: that interval and its first of the drain
+    begin 0.45 s apart and fall on one slot of the grid; each keeps its phase and counts."""
+    start, node = 1_800_000_500.0, "b"
+    run_dir = tmp_path / node
+    run_dir.mkdir()
+    run = RunSpec(groups=[GroupSpec("loopback.Receiver", "Q", name="receiver")],
+                  interval=INTERVAL, node=node)
+    write_json_atomic(run_dir / "manifest.json", {
+        "schema": SCHEMA_VERSION, "run_id": "r6", "node": node, "name": "cut",
+        "options": run.to_dict(), "start": start, "host": {}, "status": "complete"})
+    writer = RunWriter(run_dir, "r6", node, start)
+    shapes = [(0.0, 1.0, "measure"), (1.0, 0.45, "measure"), (1.45, 1.0, "drain")]
+    histogram = new_histogram()
+    histogram.record_value(100)
+    for index, (offset, length, phase) in enumerate(shapes):
+        base = {"v": SCHEMA_VERSION, "run": "r6", "node": node, "process": 0,
+                "interval": index, "start": start + offset, "length": length, "phase": phase}
+        writer.write_interval([
+            {"type": "process", **base, "pid": 1, "cpu": 1.0},
+            {"type": "counters", **base, "group": "receiver", **dict.fromkeys(COUNTERS, 0),
+             "received": 10 + index, "threads": 1, "threads_up": 1, "clamped": 0},
+            {"type": "histogram", **base, "group": "receiver", "tag": "receiver.latency",
+             "count": 1, "max": 100, "hist": encode(histogram)}], [])
+        writer.close_interval(index, start + offset, phase, 1.0, None, [])
+    writer.close()
+    merged = merge(spark, [str(run_dir)], str(tmp_path / "out"), say=lambda _: None)
+    receiver = merged.summary["runs"]["r6"]["groups"]["receiver"]
+    assert receiver["received"] == 10 + 11 + 12
+    assert merged.summary["runs"]["r6"]["measured_seconds"] == pytest.approx(1.45)
+    assert receiver["latency"]["max"] == 100
+    assert merged.summary["runs"]["r6"]["tags"]["receiver.latency"]["count"] == 3

@@ -107,12 +107,14 @@ def event_text(record: dict[str, Any]) -> str:
     return f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()
 
 
-def into_reports(record: dict[str, Any], reports: dict[tuple[str, int], IntervalReport],
+def into_reports(record: dict[str, Any],
+                 reports: dict[tuple[str, int, str], IntervalReport],
                  groups: dict[str, int]) -> GroupPart | None:
-    """A process, counters or histogram record added to its interval's reports (one per node
-    and process, shaped as a cell's interval report); returns the group's part it went to.
-    groups: group name -> index."""
-    key = (record["node"], record["process"])
+    """A process, counters or histogram record added to its interval's reports (one per node,
+    process and phase, shaped as a cell's interval report); returns the group's part it went
+    to. groups: group name -> index. The phase is part of the key for a merge's slot, which
+    may hold a node's interval cut short at the stop and its first interval of the drain."""
+    key = (record["node"], record["process"], record["phase"])
     report = reports.get(key)
     if report is None:
         report = reports[key] = IntervalReport(
@@ -141,7 +143,7 @@ def into_reports(record: dict[str, Any], reports: dict[tuple[str, int], Interval
 class Interval:
     """One interval's reports, as a cell's interval reports: one per node and process."""
 
-    reports: dict[tuple[str, int], IntervalReport]
+    reports: dict[tuple[str, int, str], IntervalReport]
     start: float  # epoch s: the earliest report's
     broker_cpu: float | None
     machine_cpu: float | None
@@ -150,7 +152,7 @@ class Interval:
 def interval_of(records: Iterable[dict[str, Any]], groups: dict[str, int]) -> Interval | None:
     """An interval's records as its reports; None if no process reported in it. Where
     several nodes give the host's or the broker's CPU, the busiest."""
-    reports: dict[tuple[str, int], IntervalReport] = {}
+    reports: dict[tuple[str, int, str], IntervalReport] = {}
     cpu: dict[str, float | None] = {"broker": None, "host": None}
     start = None
     for record in records:
