@@ -74,8 +74,9 @@ def sent_after_restart(run_dir: Path, group: str) -> int:
 
 
 @pytest.mark.parametrize("role", ["Publisher", "Sender"])
-def test_a_paced_redis_producer_rides_out_a_crash_of_its_server(tmp_path: Path,
-                                                                 role: str) -> None:
+def test_a_paced_redis_producer_rides_out_a_crash_of_its_server(tmp_path: Path, role: str,
+                                                                 brokers: Any) -> None:
+    # brokers: the broker script installs redis-server where it is missing.
     port = free_port()
     stdout, summary, run_dir = through_a_crash(
         tmp_path, lambda: redis_server(port, tmp_path / "data"), port,

@@ -15,7 +15,6 @@ memory does not grow with the run's length.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -382,7 +381,7 @@ def _renumbered(record: dict[str, Any], line: str, index: int) -> str:
 
 
 def _compact(record: dict[str, Any]) -> str:
-    return json.dumps(record, separators=(",", ":"))
+    return orjson.dumps(record).decode()
 
 
 def merge_slots(items: Iterable[tuple[int, Any]], layout: RunLayout
