@@ -185,6 +185,11 @@ class Amqp10Transport(DrivenTransport):
             while True:
                 container.timeout = max(deadline - time.monotonic(), 0.0)
                 container.process()
+                # Proton's blocking connection only notes a lost transport (process() goes
+                # on returning at once, with nothing to do): without this a turn spins
+                # until its deadline and a send waits for settlements that cannot come.
+                if self.conn.disconnected:
+                    raise proton.ProtonException(f"connection lost: {self.conn.disconnected}")
                 steps += 1
                 if done() or (time.monotonic() >= deadline and steps >= 3):
                     return

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +27,10 @@ import urllib3.exceptions
 from harness.transports.base import Capability, Transport, TransportError
 from harness.transports.message import Destination, Message
 from harness.transports.options import option
+from harness.transports.reconnect import Reconnecting
 from harness.transports.settings import Settings
+
+from harness.clock import now_ns
 
 METHODS = ("POST", "GET", "PUT")
 CONNECT_TIMEOUT_S = 5.0
@@ -76,7 +80,7 @@ def _url_problems(destination: str) -> list[str]:
     return [] if url.hostname else [f"{destination!r}: no host"]
 
 
-class HttpTransport(Transport):
+class HttpTransport(Reconnecting, Transport):
     name = "http"
     description = "HTTP request/reply via urllib3 (Requestor only; the server answers)"
     # Properties are the request's headers.
@@ -115,6 +119,8 @@ class HttpTransport(Transport):
         self.pool_key: tuple[str, str, int] | None = None
         self.reply: Message | None = None
         self.reply_timeout = settings.reply_timeout
+        self.reply_timeout_ns = int(settings.reply_timeout * 1e9)
+        self.late = False  # the last request's response did not come in time
         self.targets: dict[str, tuple[str, str, int, str]] = {}
         # Basic authentication, the one every server takes; the password is never shown.
         self.auth = urllib3.make_headers(basic_auth=f"{settings.user}:{settings.password or ''}"
@@ -129,6 +135,7 @@ class HttpTransport(Transport):
         except OSError as exc:
             raise TransportError(f"cannot connect to {host}:{port}: "
                                  f"{exc.strerror or exc}") from None
+        self.connected = True
 
     def _pool(self, scheme: str, host: str, port: int) -> Any:
         if self.pool_key != (scheme, host, port):
@@ -146,6 +153,8 @@ class HttpTransport(Transport):
         return self.pool
 
     def send(self, destination: Destination, message: Message) -> None:
+        if not self.connected:
+            self._check()
         name = destination.name
         where = self.targets.get(name)
         if where is None:  # parsed once: a URL's port and host cost a microsecond a request
@@ -156,6 +165,7 @@ class HttpTransport(Transport):
         headers = message.properties
         if self.auth:
             headers = {**self.auth, **headers} if headers else self.auth
+        started = now_ns()
         try:
             response = pool.urlopen(self.method, path, body=body,
                                     headers=headers, retries=False,
@@ -164,28 +174,58 @@ class HttpTransport(Transport):
             # Before TimeoutError: urllib3 2 derives a refused connection from its connect
             # timeout, and a server that is down must not read as one that is slow.
             reason = str(exc.args[0] if exc.args else exc).rpartition(": ")[2]
+            self._lost()
             raise TransportError(f"cannot connect to {host}:{port}: {reason}",
                                  kind="connect") from None
         except urllib3.exceptions.ConnectTimeoutError:
+            self._lost()
             raise TransportError(f"no connection within {CONNECT_TIMEOUT_S:g} s",
                                  kind="timeout") from None
         except urllib3.exceptions.TimeoutError:
-            raise TransportError(f"no response within {self.reply_timeout:g} s",
-                                 kind="timeout") from None
+            # The request went out and no response came: sent, and a timeout (receive()
+            # says so), as a broker's request that is never answered.
+            self.reply, self.late = None, True
+            return
         except urllib3.exceptions.HTTPError as exc:
             raise TransportError(f"{scheme}://{host}:{port}{path}: {_reason(exc)}") from None
         status = response.status
         if not 200 <= status < 300:
             raise TransportError(f"{status} {response.reason or ''}".strip(),
                                  kind=f"HTTP {status}", answered=True)
+        if now_ns() - started > self.reply_timeout_ns:
+            # Each socket read is bounded by the timeout, not the whole response: one that
+            # came in pieces, each in time, may still be late as a whole.
+            self.reply, self.late = None, True
+            return
         # The reply is the request completed: the round trip is what is measured.
         self.reply = Message(response.data, message.producer, message.seq, message.ts,
                              message.sent)
+
+    def _lost(self) -> None:
+        """A connection that failed: an outage until a connection opens again (at most
+        every RECONNECT_EVERY_S; requests meanwhile fail at once, unsent)."""
+        if self.connected:
+            self.connected = False
+            self.last_attempt = time.monotonic()
+            self.outages.went_down()
+
+    def _reopen(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool, self.pool_key = None, None
+        self.open()
+
+    def _subscribe(self, destination: Destination) -> None:
+        """Responses come back on the request's own connection."""
 
     def subscribe(self, destination: Destination) -> None:
         """Responses come back on the request's own connection."""
 
     def receive(self, timeout: float) -> Message | None:
+        if self.late:
+            self.late = False
+            raise TransportError(f"no response within {self.reply_timeout:g} s",
+                                 kind="timeout", answered=True)
         reply, self.reply = self.reply, None
         return reply
 

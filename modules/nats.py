@@ -346,19 +346,24 @@ class NatsTransport(DrivenTransport):
             return
         queued, self.queued = self.queued, []
         nc, js, pending = self.nc, self.js, self.pending
+        published = 0
         try:
             if js is None:
                 for subject, payload, reply, headers, _, _ in queued:
                     await nc.publish(subject, payload, reply, headers)
+                    published += 1
                 return
             # The stream is checked in the acknowledgement, not by an expected-stream header
             # on every publish, which nats-py would encode in Python each time.
             for subject, payload, _, headers, seq, sent in queued:
                 future = await js.publish_async(subject, payload, headers=headers)
                 pending.append((future, seq, sent))
+                published += 1
         except nats.errors.Error as exc:
             # Not published (nats-py's buffer for an outage is full, or it gave up): failed.
-            self._failed([seq for *_, seq, _ in queued], exc)
+            # Those before it were published: sent, and JetStream's await their
+            # acknowledgement among the pending, so none is counted twice.
+            self._failed([seq for *_, seq, _ in queued[published:]], exc)
         finally:
             self._watch_oldest()
 

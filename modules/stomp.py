@@ -262,7 +262,12 @@ class StompTransport(NetworkTransport):
             self.outages.went_down()
             raise TransportError(f"send failed: {exc or type(exc).__name__}") from None
         if event is not None and not self._confirmed(event, headers):
-            raise TransportError("persistent send not confirmed by the broker")
+            # The frame left and no receipt came (the connection went, or the broker is
+            # silent): the broker may have kept it, so it is in doubt, not failed.
+            reason = "no receipt for a persistent send" + (
+                "" if self.connected else ": the connection was lost")
+            self.feedback.doubt.append((message.seq, reason))
+            raise TransportError(reason, reported=True)
 
     def subscribe(self, destination: Destination) -> None:
         s = self.settings

@@ -221,3 +221,28 @@ def test_a_path_whose_query_holds_a_url_is_a_path_on_the_port(harness, brokers):
     assert done.code == 0, done.stderr
     group = done.summary["groups"]["requestor"]
     assert group["received"] == 5 and group["errors"] == 0
+
+
+@pytest.fixture
+def dribbling_nginx(tmp_path):
+    """A server whose every read comes in time and whose whole response does not: 3,000
+    bytes sent at 2,000 bytes a second."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "slow.txt").write_text("x" * 3000)
+    for port in own_nginx(tmp_path, "", f"""
+        location / {{ root {tmp_path}/www; limit_rate 2000; try_files /slow.txt =404; }}"""):
+        yield f"http://127.0.0.1:{port}/"
+
+
+def test_a_response_later_than_the_reply_timeout_as_a_whole_is_a_sent_request_timed_out(
+        harness, brokers, dribbling_nginx):
+    done = harness("run", "-m", "http.Requestor", "-d", dribbling_nginx, "--method", "GET",
+                   "--reply-timeout", "1", "-rt", "2", "-rl", "4", "-ss", "1")
+    assert done.code == 0, done.stderr
+    group = done.summary["groups"]["requestor"]
+    # Every request went out, none was answered in time: each is sent and a timeout,
+    # counted once as an error, its latency at least the timeout.
+    assert group["received"] == 0
+    assert group["sent"] >= 2 and group["timeouts"] == group["sent"] == group["errors"]
+    assert group["latency"]["p50"] >= 1_000_000
+    assert "no response within 1 s" in done.stdout + done.stderr

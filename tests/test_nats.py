@@ -28,7 +28,6 @@ from tests.conftest import (
     unique,
     wait_for_port,
 )
-from tests.test_restart import run_through_restart
 
 
 async def _streams(prefix: str, delete: bool) -> dict[str, dict]:
@@ -421,32 +420,6 @@ def test_a_stream_the_server_refuses_to_create_fails_the_start(harness, brokers,
     assert f"nats.Sender (sender): cannot start: stream {theirs}-mine: 400 subjects overlap" \
         in lines[0]
     assert theirs + "-mine" not in streams("harness-overlap-")
-
-
-@pytest.mark.parametrize("consumer", ["", "--pull-batch 50"], ids=["push", "pull"])
-def test_a_nats_server_restart_loses_no_jetstream_message(tmp_path, brokers, cleanup,
-                                                          consumer):
-    q = unique("njs.restart")
-    cleanup.append(f"harness-{q.replace('.', '_')}")
-    stdout, stderr, run_dir = run_through_restart(
-        tmp_path, "nats", 4, "-m", "nats.Sender", "-d", q, "--jetstream", "-pp", "-rt", "200",
-        "-rl", "12", "-ss", "1", "--drain", "15",
-        "-g", f"-m nats.Receiver -d {q} --jetstream {consumer}")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    sender, receiver = summary["groups"]["sender"], summary["groups"]["receiver"]
-    for group in (sender, receiver):
-        assert group["reconnects"] >= 1
-    assert receiver["lost"] == 0
-    (delivery,) = summary["delivery"]
-    assert delivery["missing"] == 0
-    # A publish whose acknowledgement the restart cut off is in doubt: it may have been
-    # stored too. A redelivery is a duplicate, never a new message.
-    unique_received = receiver["received"] - receiver["duplicated"]
-    kept = sender["sent"] - sender["refused"]
-    assert kept - sender["in_doubt"] <= unique_received <= kept
-    assert sender["sent"] > 1800
-    assert "reconnects=" in stdout
-    assert "Task was destroyed" not in stderr
 
 
 def test_jetstream_redelivers_what_a_killed_consumer_held_and_counts_it(tmp_path, brokers,

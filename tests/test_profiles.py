@@ -232,8 +232,11 @@ def test_a_loopback_sweep_writes_the_results_table(harness: Any, tmp_path: Path)
     root = _tree(tmp_path)
     rows = _rows(root, "results")
     assert [r["sub.threads"] for r in rows] == ["1", "2"]
-    # Message Rate is the dispatched rate: 300/s to each subscriber.
-    assert [round(float(r["Message Rate (msgs/s)"])) for r in rows] == [300, 600]
+    # Message Rate is the dispatched rate: 300/s to each subscriber. A message sent in the
+    # last milliseconds of the window may be received in the next one on a loaded machine,
+    # so each subscriber may count a message fewer in its 3 s.
+    rates = [float(r["Message Rate (msgs/s)"]) for r in rows]
+    assert rates == [pytest.approx(300, abs=0.5), pytest.approx(600, abs=1)]
     assert all(r["lost"] == "0" and r["backlog"] == "stable" for r in rows)
     assert len([d for d in root.iterdir() if d.is_dir()]) == 2
     markdown = (root / "results.md").read_text()

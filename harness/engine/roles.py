@@ -438,6 +438,8 @@ class Requestor(Worker):
                     reply = receive(POLL_S)
                 except TransportError as exc:
                     if exc.answered:  # the broker's own answer: no reply will come
+                        if exc.kind == "timeout":  # the transport timed the reply itself
+                            rec.timeouts += 1
                         rec.error(exc.kind or "reply", exc)
                         self._round_trip(intended, now, now_ns())
                         break

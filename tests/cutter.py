@@ -1,0 +1,118 @@
+"""A TCP proxy that cuts connections without the server dying: the harness connects to the
+proxy, the proxy to a broker; `cut()` resets every connection it carries and refuses new ones
+for a while. The broker behind it never notices more than clients that went away, so fault
+cases can use the shared brokers without disturbing anything else on them."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+
+
+class Cutter:
+    """Listens on 127.0.0.1:`port` (a free one) and forwards to `target`."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._listener = self._listen(0)
+        self.port: int = self._listener.getsockname()[1]
+        self.cuts = 0
+        self._up = threading.Event()
+        self._up.set()
+        self._closed = False
+        threading.Thread(target=self._serve, daemon=True, name="cutter").start()
+
+    @staticmethod
+    def _listen(port: int) -> socket.socket:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(128)
+        return s
+
+    def cut(self, down_s: float) -> None:
+        """Reset every connection now and refuse new ones for `down_s` seconds (connect
+        gets ECONNREFUSED: nothing listens on the port meanwhile)."""
+        with self._lock:
+            self.cuts += 1
+            self._up.clear()
+            listener, self._listener = self._listener, None
+            doomed, self._open = self._open, set()
+        _close(listener)
+        for s in doomed:
+            _reset(s)
+        time.sleep(down_s)
+        with self._lock:
+            self._listener = self._listen(self.port)
+            self._up.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            listener, self._listener = self._listener, None
+            doomed, self._open = self._open, set()
+        _close(listener)
+        for s in doomed:
+            _reset(s)
+
+    def _serve(self) -> None:
+        while not self._closed:
+            self._up.wait(0.5)
+            listener = self._listener
+            if listener is None:
+                continue
+            try:
+                client, _ = listener.accept()
+            except OSError:  # closed by cut() or close()
+                continue
+            try:
+                server = socket.create_connection(self.target, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                _reset(client)
+                continue
+            with self._lock:
+                if self._listener is not listener:  # cut while connecting
+                    _reset(client)
+                    _reset(server)
+                    continue
+                self._open |= {client, server}
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        # One side closed in order: pass the close on (a cut has reset both already).
+        with self._lock:
+            ours = src in self._open
+            self._open -= {src, dst}
+        if ours:
+            _close(src)
+            _close(dst)
+
+
+def _reset(s: socket.socket) -> None:
+    """Close with RST, not FIN: what a peer sees when a link or a host dies."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.shutdown(socket.SHUT_RD)  # wakes the pump blocked on it, sends nothing
+    except OSError:
+        pass
+    s.close()
+
+
+def _close(s: socket.socket | None) -> None:
+    if s is None:
+        return
+    with contextlib.suppress(OSError):
+        s.shutdown(socket.SHUT_RDWR)
+    s.close()

@@ -1,0 +1,204 @@
+"""Private servers for fault tests: each on free ports of its own with its data in a directory
+of its own, so that killing one (SIGKILL, as a crash) and starting it again on the same ports
+and data disturbs nothing else on the machine. The same packages as the shared brokers
+(contrib/brokers/brokers.sh installs them)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+from pathlib import Path
+
+from tests.conftest import free_port, wait_for_port
+
+
+class Private:
+    """A server that can be killed and started again on the same ports and data."""
+
+    name = ""
+    protocols: tuple[str, ...] = ()
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.ports = {protocol: free_port() for protocol in self.protocols}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = self.dir / "server.log"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def start(self, seconds: float = 60) -> None:
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(self.command(), cwd=self.dir, env=self.environment(),
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        for port in self.ports.values():
+            wait_for_port(port, seconds)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: the server writes nothing more."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()
+
+
+class Redis(Private):
+    """Every write on disk before it answers (AOF, fsync always): what it acknowledged
+    survives SIGKILL."""
+
+    name, protocols = "redis-server", ("redis",)
+
+    def command(self) -> list[str]:
+        return ["redis-server", "--port", str(self.ports["redis"]), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir",
+                str(self.dir)]
+
+
+class Nats(Private):
+    """nats-server with JetStream on file storage in its directory."""
+
+    name, protocols = "nats-server", ("nats",)
+
+    def command(self) -> list[str]:
+        return ["nats-server", "-a", "127.0.0.1", "-p", str(self.ports["nats"]), "-js",
+                "-sd", str(self.dir / "jetstream")]
+
+
+class Mosquitto(Private):
+    name, protocols = "mosquitto", ("mqtt",)
+
+    def command(self) -> list[str]:
+        conf = self.dir / "mosquitto.conf"
+        conf.write_text(textwrap.dedent(f"""\
+            listener {self.ports["mqtt"]} 127.0.0.1
+            allow_anonymous true
+            persistence true
+            persistence_location {self.dir}/
+            user {getpass.getuser()}
+            """))
+        return ["mosquitto", "-c", str(conf)]
+
+
+class Nginx(Private):
+    """One process (no master, whose workers would outlive its SIGKILL)."""
+
+    name, protocols = "nginx", ("http",)
+
+    def command(self) -> list[str]:
+        for folder in ("logs", "temp"):
+            (self.dir / folder).mkdir(exist_ok=True)
+        conf = self.dir / "nginx.conf"
+        conf.write_text(textwrap.dedent(f"""\
+            daemon off;
+            master_process off;
+            user {getpass.getuser()};
+            pid {self.dir}/nginx.pid;
+            error_log {self.dir}/logs/error.log warn;
+            events {{ worker_connections 256; }}
+            http {{
+                access_log off;
+                client_body_temp_path {self.dir}/temp;
+                server {{
+                    listen 127.0.0.1:{self.ports["http"]};
+                    default_type text/plain;
+                    location / {{ return 200 "ok\\n"; }}
+                }}
+            }}
+            """))
+        return ["nginx", "-p", str(self.dir), "-e", str(self.dir / "logs/error.log"), "-c",
+                str(conf)]
+
+
+class RabbitMQ(Private):
+    """A node of its own (its own name, ports, Mnesia directory) beside the shared one,
+    with the STOMP and AMQP 1.0 plugins. Its directory is outside the test's (whose parents
+    the rabbitmq user that the server script switches to cannot enter)."""
+
+    name, protocols = "rabbitmq-server", ("amqp", "stomp", "dist")
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(Path(tempfile.mkdtemp(prefix="harness-rabbitmq-")))
+        self.node = f"harness-fault-{self.ports['amqp']}@localhost"
+        (self.dir / "enabled_plugins").write_text("[rabbitmq_stomp,rabbitmq_amqp1_0].\n")
+        (self.dir / "rabbitmq.conf").write_text(textwrap.dedent(f"""\
+            listeners.tcp.default = 127.0.0.1:{self.ports["amqp"]}
+            stomp.listeners.tcp.1 = 127.0.0.1:{self.ports["stomp"]}
+            """))
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "rabbitmq", "rabbitmq")
+            for path in self.dir.iterdir():
+                shutil.chown(path, "rabbitmq", "rabbitmq")
+
+    def command(self) -> list[str]:
+        return ["rabbitmq-server"]
+
+    def environment(self) -> dict[str, str]:
+        d = self.dir
+        return {**os.environ, "RABBITMQ_NODENAME": self.node,
+                "RABBITMQ_NODE_PORT": str(self.ports["amqp"]),
+                "RABBITMQ_DIST_PORT": str(self.ports["dist"]),
+                "RABBITMQ_MNESIA_BASE": f"{d}/mnesia", "RABBITMQ_LOG_BASE": f"{d}/log",
+                "RABBITMQ_ENABLED_PLUGINS_FILE": f"{d}/enabled_plugins",
+                "RABBITMQ_CONFIG_FILE": f"{d}/rabbitmq",
+                "RABBITMQ_FEATURE_FLAGS_FILE": f"{d}/feature_flags",
+                "RABBITMQ_PLUGINS_EXPAND_DIR": f"{d}/plugins-expand",
+                "RABBITMQ_PID_FILE": f"{d}/pid"}
+
+    def kill(self) -> None:
+        # The server script runs the Erlang VM as another user, in a session of its own.
+        pid = int((self.dir / "pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        assert self.proc is not None
+        self.proc.wait(30)
+        (self.dir / "pid").unlink()
+
+    def stop(self) -> None:
+        if (self.dir / "pid").exists():
+            self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ActiveMQ(Private):
+    """A broker of its own in one JVM: STOMP, persistent messages in KahaDB (which syncs its
+    journal before it confirms a persistent send)."""
+
+    name, protocols = "activemq", ("stomp",)
+
+    def command(self) -> list[str]:
+        d = self.dir
+        (d / "tmp").mkdir(exist_ok=True)
+        (d / "activemq.xml").write_text(textwrap.dedent(f"""\
+            <beans xmlns="http://www.springframework.org/schema/beans"
+              xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+              xsi:schemaLocation="http://www.springframework.org/schema/beans
+                http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+                http://activemq.apache.org/schema/core
+                http://activemq.apache.org/schema/core/activemq-core.xsd">
+              <broker xmlns="http://activemq.apache.org/schema/core" useJmx="false"
+                      brokerName="fault" dataDirectory="{d}/data">
+                <persistenceAdapter><kahaDB directory="{d}/data/kahadb"/></persistenceAdapter>
+                <transportConnectors>
+                  <transportConnector name="stomp"
+                    uri="stomp://127.0.0.1:{self.ports["stomp"]}?transport.tcpNoDelay=true"/>
+                </transportConnectors>
+              </broker>
+            </beans>
+            """))
+        return ["java", "-Xmx256m", "-Djava.awt.headless=true", f"-Djava.io.tmpdir={d}/tmp",
+                "-Dactivemq.home=/usr/share/activemq", f"-Dactivemq.base={d}",
+                f"-Dactivemq.conf={d}", f"-Dactivemq.data={d}/data", "-jar",
+                "/usr/share/activemq/bin/activemq.jar", "start",
+                f"xbean:file:{d}/activemq.xml"]
