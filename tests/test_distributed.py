@@ -238,8 +238,8 @@ def test_bad_cluster_input_is_refused_in_one_line_before_spark_starts(harness):
         assert len(result.stderr.strip().splitlines()) == 1
         assert "starting Spark" not in result.stdout
     alone = harness("run", "-m", "loopback.Sender", "-d", "Q", "--nodes", "2", timeout=60)
-    assert alone.code == 2 and alone.stderr.startswith("harness: error: --nodes: only with "
-                                                       "--cluster")
+    assert alone.code == 2 and alone.stderr.startswith("harness: error: --nodes: with "
+                                                       "--cluster MASTER, or beside --run-id")
 
 
 def test_a_sweep_with_a_cluster_block_runs_each_point_on_every_node(harness, tmp_path):
@@ -363,3 +363,36 @@ def test_the_live_screen_shows_a_row_per_node_and_q_stops_every_node(tmp_path):
                 if r["type"] == "counters" and r["group"] == "sender" and r["length"] == 1.0]
         # + raised every node's rate by a tenth: 200 -> 220 a second.
         assert sent[0] == 200 and 220 in sent[2:]
+
+
+def test_two_machines_started_by_hand_compete_for_a_queue_and_merge_with_no_loss(
+        harness, brokers, tmp_path):
+    """Two nodes given one --run-id and --nodes 2 by hand, each a Sender and a Receiver on
+    one RabbitMQ queue: each receiver gets part of both senders' messages. The merge
+    balances the queue over both nodes: nothing lost, none missing."""
+    queue = f"hand.{time.time_ns()}"
+    run_id = f"hand{time.time_ns() % 10**8}"
+    procs = [subprocess.Popen(harness_command(
+        "run", "-m", "amqp.Sender", "-d", queue, "-rt", "200", "-g",
+        f"-m amqp.Receiver -d {queue} --ack client-individual", "-rl", "3", "-ss", "1",
+        "--drain", "3", "--node", node, "--run-id", run_id, "--nodes", "2", "--no-ui",
+        "-o", str(tmp_path / node)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env(), cwd=tmp_path) for node in ("a", "b")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    dirs = [str(d) for node in ("a", "b") for d in (tmp_path / node).iterdir()]
+    for d in dirs:
+        # Each node received part of both senders' streams: gaps, but none counted lost.
+        summary = json.loads((Path(d) / "summary.json").read_text())
+        assert summary["groups"]["receiver"]["lost"] == 0
+        assert summary["delivery"] == []  # one node alone cannot balance the queue
+    merged = harness("merge", *dirs, "-o", str(tmp_path / "merged"), timeout=300)
+    assert merged.code == 0, merged.stderr
+    run = json.loads((tmp_path / "merged" / "summary.json").read_text())["runs"][run_id]
+    sender, receiver = run["groups"]["sender"], run["groups"]["receiver"]
+    assert sender["sent"] > 1000 and receiver["received"] == sender["sent"]
+    assert receiver["lost"] == receiver["duplicated"] == 0
+    (delivery,) = run["delivery"]
+    assert delivery["expected"] == sender["sent"]
+    assert delivery["missing"] == delivery["unexpected"] == 0

@@ -1,4 +1,9 @@
+from harness.spec.group import group_spec
+from harness.spec.roles import metrics_for
+from harness.spec.run import RunSpec
+from harness.stats.intervals import RunStats
 from harness.stats.recorder import Recorder
+from harness.stats.reports import StreamEnd
 from harness.stats.verify import SeenSet, SequenceTracker, union_count
 
 WINDOW = 1_000
@@ -77,3 +82,27 @@ def test_missing_at_the_end_of_the_run_is_lost():
     rec, tracker = feed([0, 4])
     tracker.finish()
     assert rec.lost == 3
+
+
+def test_receivers_competing_across_nodes_count_a_message_both_received_once():
+    # Two nodes of one run, each with a receiver on the same queue: node a saw 0-5, node b
+    # 5-9 (5 redelivered to b after a took it). The merge counts the union, 10, not 11: a
+    # duplicate across nodes must not hide a loss elsewhere.
+    run = RunSpec(groups=[group_spec({"module": "amqp.Sender", "destination": "Q"}),
+                          group_spec({"module": "amqp.Receiver", "destination": "Q"})],
+                  nodes=2)
+    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+    records = []
+    for node, seqs in (("a", range(0, 6)), ("b", range(5, 10))):
+        seen = SeenSet(Recorder())
+        for seq in seqs:
+            seen.add("p", seq)
+        ends = [StreamEnd(0, 0, 0, {"p": 10} if node == "a" else {}),
+                StreamEnd(1, 0, 0, {}, seen={"p": bytes(seen.bits["p"])})]
+        records += [r for r in RunStats(run, metrics).reconcile(ends) if r["type"] == "union"]
+    assert [r["received_once"] for r in records] == [6, 5]  # each node's own
+    merged = RunStats(run, metrics)
+    merged.add_reconciliation(records)
+    assert merged.received_once == {"amqp:queue:Q": 10}
+    # One node of the two alone cannot balance the queue: no delivery check for it.
+    assert RunStats(run, metrics).delivery() == []

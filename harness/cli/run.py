@@ -64,7 +64,10 @@ def run(
         rich_help_panel=PANELS["cluster"], show_default=False)] = None,
     nodes: Annotated[int | None, typer.Option(
         "--nodes", help="With --cluster: client nodes (tasks of one barrier stage). --rate is "
-        "divided across them; -rt and -mg hold on every node's threads.  [default: 2]",
+        "divided across them; -rt and -mg hold on every node's threads.  [default: 2]  "
+        "Without --cluster, beside --run-id: how many machines run this run by hand, so "
+        "that receivers competing for a queue across them are counted as one (harness "
+        "merge takes the union of what they received).",
         rich_help_panel=PANELS["cluster"], show_default=False)] = None,
     driver_host: Annotated[str | None, typer.Option(
         "--driver-host", help="With --cluster: the address executors reach this machine at "
@@ -95,11 +98,16 @@ def run(
                                  conf=parse_conf(spark_conf or []), ship=ship, **sizes)
         validate_cluster(on_cluster)
     else:
-        for flag, value in (("--nodes", nodes), ("--driver-host", driver_host),
-                            ("--spark-conf", spark_conf), ("--cluster-wait", cluster_wait)):
+        for flag, value in (("--driver-host", driver_host), ("--spark-conf", spark_conf),
+                            ("--cluster-wait", cluster_wait)):
             if value is not None:
                 raise BadInput(flag, "only with --cluster MASTER (a profile's cluster: block "
                                "takes --set cluster.<key>=VALUE)")
+        if nodes is not None and (profile is not None or not given.get("run-id")):
+            raise BadInput("--nodes", "with --cluster MASTER, or beside --run-id for a run "
+                           "started by hand on several machines")
+        if nodes is not None and nodes < 1:
+            raise BadInput("--nodes", f"must be at least 1, got {nodes}")
     if profile is not None:
         for option in table().values():
             if option.key in given and given[option.key] != option.default:
@@ -117,6 +125,8 @@ def run(
                 raise BadInput("-m", f"{flag} was given without a module")
     groups += [group_option(text) for text in group or []]
     spec = run_spec(given, groups)
+    if on_cluster is None and nodes is not None:
+        spec.nodes = nodes
     validate_run(spec)
     raise typer.Exit(execute(spec, ui, on_cluster).exit_code)
 

@@ -5,7 +5,8 @@ It offers what the live screen and the console need of a controller (prepare, me
 request_stop, toggle_pause, change_rate, the run's state), so that a distributed run is
 shown exactly as a single-machine one, with a row per node beside the merged groups. Every
 node's intervals arrive over its link (harness.distributed.wire) and are merged with the
-same statistics as one machine's processes (harness.stats.intervals); at the end the node
+same statistics as one machine's processes (harness.stats.intervals); its run files come
+the same way as they grow (harness.distributed.shipping), and at the end the node
 directories are merged exactly by the Spark merge, in the same session.
 """
 
@@ -37,6 +38,7 @@ from harness.distributed.cluster import (
     wait_for_slots,
 )
 from harness.distributed.node import NodePayload, node_main
+from harness.distributed.shipping import Landing
 from harness.distributed.split import node_spec
 from harness.distributed.wire import Link, report_from_wire
 from harness.engine.runner import LiveControls, RunResult, Signals
@@ -93,6 +95,7 @@ class DistributedRun(LiveControls):
             else str(self.run_dir)
         self.metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
         self.stats = RunStats(run, self.metrics)
+        self.landing = Landing(self.run_dir / "nodes")
         self.nodes: dict[int, _Node] = {}
         self.inbox: queue.Queue[tuple[int, dict[str, Any] | None]] = queue.Queue()
         self.pending: dict[int, dict[str, list[IntervalReport]]] = {}
@@ -133,9 +136,7 @@ class DistributedRun(LiveControls):
         self.listener = socket.create_server(("127.0.0.1" if cluster.local else "", 0))
         port = self.listener.getsockname()[1]
         threading.Thread(target=self._accept, name="node-listener", daemon=True).start()
-        # With a URI, the nodes' files come back with the tasks' results.
-        payload = NodePayload(self.run, self.run_id, cluster.nodes, (host, port), self.token,
-                              self.location if self.target else str(self.run_dir.resolve()))
+        payload = NodePayload(self.run, self.run_id, cluster.nodes, (host, port), self.token)
         self.job = threading.Thread(target=self._job, args=(payload,), name="spark-job",
                                     daemon=True)
         self.job.start()
@@ -226,7 +227,9 @@ class DistributedRun(LiveControls):
     def _handle(self, rank: int, message: dict[str, Any]) -> None:
         node = self.nodes[rank]
         kind = message.get("kind")
-        if kind == "interval":
+        if kind == "file":
+            self.landing.take(node.name, message)
+        elif kind == "interval":
             reports = [report_from_wire(r) for r in message["reports"]]
             self.pending.setdefault(int(message["index"]), {})[node.name] = reports
             node.last_index = max(node.last_index, int(message["index"]))
@@ -286,7 +289,10 @@ class DistributedRun(LiveControls):
                 self._handle(rank, message)
             self._emit()
         self._emit(flush=True)
-        return self._finish()
+        try:
+            return self._finish()
+        finally:
+            self.spark.stop()
 
     def _steer(self) -> None:
         now = time.time()
@@ -377,31 +383,12 @@ class DistributedRun(LiveControls):
                 self.on_log(f"cannot copy the run to {self.location} "
                             f"({node_error(exc)}); it is in {self.run_dir}")
                 exit_code = exit_code or 1
-        self.spark.stop()
         return RunResult(run_dir, summary, exit_code, stopped_by)
 
     def _node_dirs(self) -> list[str]:
-        """Every node's run directory as the driver sees it: where the node wrote it, if
-        that path is here; else written here from the files the task brought back."""
-        found = {}
-        for result in self.results or []:
-            name = result["node"]
-            target = self.run_dir / "nodes" / name
-            if not result.get("files"):
-                continue
-            if not (Path(result.get("dir", "")) == target and
-                    (target / "manifest.json").is_file()):
-                target.mkdir(parents=True, exist_ok=True)
-                for file, text in result["files"].items():
-                    (target / file).write_text(text)
-            found[name] = str(target)
-        # A node lost or cancelled wrote what it could where this machine may see it.
-        nodes_dir = self.run_dir / "nodes"
-        if nodes_dir.is_dir():
-            for path in sorted(nodes_dir.iterdir()):
-                if (path / "manifest.json").is_file():
-                    found.setdefault(path.name, str(path))
-        return [found[name] for name in sorted(found)]
+        """Every node's run directory, as its files came over its link: a node lost on the
+        way has its files up to its last interval."""
+        return [str(path) for path in self.landing.nodes()]
 
     def _cancel(self) -> None:
         if self.spark is not None:

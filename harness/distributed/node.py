@@ -11,7 +11,9 @@ ahead in its own clock, and each node converts it to its own.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -19,17 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.clock import epoch_ns
+from harness.distributed.shipping import Shipper
 from harness.distributed.split import node_name, node_spec
 from harness.distributed.wire import Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
-from harness.rundir.writer import is_uri
 from harness.spec.run import RunSpec
 from harness.stats.reports import IntervalReport
 
 CLOCK_PROBES = 16
 CONNECT_TIMEOUT_S = 10.0
-RUN_FILES = ("manifest.json", "summary.json", "intervals.jsonl")
 
 
 class NodeError(Exception):
@@ -48,7 +49,6 @@ class NodePayload:
     nodes: int
     driver: tuple[str, int]
     token: str
-    output: str  # the driver's run directory: nodes/<node> under it, if this machine sees it
 
 
 def clock_offset(link: Link) -> tuple[int, int]:
@@ -84,13 +84,8 @@ def connect(payload: NodePayload, rank: int, node: str) -> Link:
 
 
 def node_dir(payload: NodePayload, node: str) -> Path:
-    """Under the driver's run directory when that path is on this machine too (one machine, a
-    shared file system); elsewhere in a directory of this executor's own, whose files travel
-    back with the task's result."""
-    shared = Path(payload.output)
-    if not is_uri(payload.output) and shared.is_dir():
-        return shared / "nodes" / node
-    import tempfile
+    """A directory of this executor's own: the files go to the driver over the link
+    (harness.distributed.shipping), the same whether or not the machines share a disk."""
     return Path(tempfile.mkdtemp(prefix=f"harness-{payload.run_id}-")) / node
 
 
@@ -113,11 +108,14 @@ def _obey(link: Link, controller: Controller) -> None:
             controller.change_rate(int(message["group"]), float(message["factor"]))
 
 
-def stream_to(link: Link, node: str) -> Callable[[int, list[IntervalReport]], None]:
-    """The controller's forward hook: each interval's reports to the driver, as given."""
+def stream_to(link: Link, node: str,
+              shipper: Shipper) -> Callable[[int, list[IntervalReport]], None]:
+    """The controller's forward hook: each interval's reports to the driver, as given, and
+    what the run's files gained meanwhile."""
     def forward(index: int, reports: list[IntervalReport]) -> None:
         link.send({"kind": "interval", "index": index,
                    "reports": [report_to_wire(r, node) for r in reports]})
+        shipper.ship()
     return forward
 
 
@@ -126,15 +124,17 @@ def run_node(payload: NodePayload, rank: int, host: str,
     """The node's run from connection to files; all_gather: the barrier's allGather."""
     node = node_name(host, rank)
     link = connect(payload, rank, node)
+    directory = node_dir(payload, node)
     try:
         offset, rtt = clock_offset(link)
         spec = node_spec(payload.run, payload.nodes, node, payload.run_id)
         error = None
         controller: Controller | None = None
+        shipper = Shipper(directory, link.send)
         try:
             controller = Controller(spec, lambda view: None,
                                     lambda line: link.send({"kind": "log", "message": line}),
-                                    run_dir=node_dir(payload, node))
+                                    run_dir=directory)
             controller.prepare()
         except (BadInput, StartFailure) as exc:
             error = str(exc)
@@ -145,7 +145,7 @@ def run_node(payload: NodePayload, rank: int, host: str,
                 for cell in controller.cells:
                     cell.kill()
             link.send({"kind": "failed", "error": error})
-            return {"node": node, "rank": rank, "error": error, "files": {}}
+            return {"node": node, "rank": rank, "error": error}
         assert controller is not None
         # Every node is ready: the driver names the start, in its own clock, once it has
         # heard from all of them, and each node converts it to its own.
@@ -156,20 +156,18 @@ def run_node(payload: NodePayload, rank: int, host: str,
                                       f"of {CLOCK_PROBES} (NTP's estimate)",
                             "reference_node": "driver", "offset_estimate_s": offset / 1e9,
                             "round_trip_s": rtt / 1e9}
-        controller.forward = stream_to(link, node)
+        shipper.ship()  # the manifest: a node lost at once still has one at the driver
+        controller.forward = stream_to(link, node, shipper)
         threading.Thread(target=_obey, args=(link, controller), name="driver-commands",
                          daemon=True).start()
         result = controller.measure()
+        shipper.ship()  # the drain's last lines and the summary, before the end
         link.send({"kind": "end", "exit_code": result.exit_code,
                    "stopped_by": result.stopped_by})
-        files = {}
-        for path in sorted(result.run_dir.iterdir()):
-            if path.is_file() and (path.name in RUN_FILES or path.suffix == ".hlog"):
-                files[path.name] = path.read_text()
-        return {"node": node, "rank": rank, "error": None, "dir": str(result.run_dir),
-                "exit_code": result.exit_code, "files": files}
+        return {"node": node, "rank": rank, "error": None, "exit_code": result.exit_code}
     finally:
         link.close()
+        shutil.rmtree(directory.parent, ignore_errors=True)
 
 
 def node_main(payload: NodePayload, partition: Iterable[Any]) -> Iterator[dict[str, Any]]:

@@ -2,7 +2,8 @@
 node, opened by the node, carrying JSON lines both ways.
 
 Node to driver: hello (with the run's token), clock probes, ready or failed, started, the
-reports of each interval as the node's processes give them, log lines, and end. Driver to
+reports of each interval as the node's processes give them, what its run files gained
+(harness.distributed.shipping), log lines, and end. Driver to
 node: clock replies, and the live commands (stop, pause, rate). JSON rather than pickle: the
 driver listens on a port that anything on its network can reach, and a token and plain data
 keep a stray connection from doing more than being refused.

@@ -50,6 +50,11 @@ def run_entry(layout: RunLayout, gathered: Gathered, warnings: list[str],
               skew_warn_s: float = SKEW_WARN_S) -> tuple[dict[str, Any], dict[str, Any]]:
     """The run's entry in summary.json, and in the report."""
     stats = gathered.partial.stats
+    stats.every_node = len(layout.nodes) >= stats.run.nodes
+    if not stats.every_node:
+        warnings.append(f"run {layout.run}: {len(layout.nodes)} of its {stats.run.nodes} "
+                        "nodes merged: what was sent and received on a broker's destinations "
+                        "is not balanced without every node")
     stats.add_reconciliation(gathered.reconcile)
     figures = stats.summary()
     for name, group in figures["groups"].items():

@@ -92,10 +92,14 @@ def make_run_dir(output: str, name: str, started: float) -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """The old file or the new one whole, whenever it is read, even after a crash."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.write("\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

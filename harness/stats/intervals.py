@@ -36,7 +36,7 @@ from harness.stats.figures import (
 from harness.stats.histogram import decode, empty, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd
-from harness.stats.verify import count_in, union_count
+from harness.stats.verify import count_in, pack_bits, union_count, union_of, unpack_bits
 
 
 @dataclass
@@ -158,6 +158,9 @@ class RunStats:
         self.intervals = 0
         self.tails: dict[str, int] = {}
         self.received_once: dict[str, int] = {}  # per destination of competing receivers
+        # Every node's share is here (one node, or a merge of them all): a real broker's
+        # destination can be balanced. A node of a multi-node run sees only its share.
+        self.every_node = run.nodes == 1
 
     def merge(self, index: int, start: float, reports: list[IntervalReport],
               broker_cpu: float | None, machine_cpu: float | None = None) -> IntervalView:
@@ -381,18 +384,32 @@ class RunStats:
                 endpoint = self.run.groups[stream.group].endpoint
                 bitmaps.setdefault(endpoint, {}).setdefault(producer_id, []).append(bits)
         for endpoint, producers in bitmaps.items():
-            records.append({"type": "union", "destination": ":".join(endpoint),
-                            "received_once": sum(union_count(b) for b in producers.values())})
+            record: dict[str, Any] = {
+                "type": "union", "destination": ":".join(endpoint),
+                "received_once": sum(union_count(b) for b in producers.values())}
+            if self.run.nodes > 1:
+                # Other nodes' receivers compete for the queue too: the merge takes the union
+                # of every node's bits, so that a message two nodes received counts once.
+                record["seen"] = {producer: pack_bits(union_of(b))
+                                  for producer, b in producers.items()}
+            records.append(record)
         self.add_reconciliation(records)
         return records
 
     def add_reconciliation(self, records: list[dict[str, Any]]) -> None:
         """Apply the reconciliation's records (computed now, or read back from the run)."""
+        unions: dict[str, dict[str, int]] = {}
         for record in records:
             if record["type"] == "union":
                 destination = record["destination"]
-                self.received_once[destination] = \
-                    self.received_once.get(destination, 0) + record["received_once"]
+                seen = record.get("seen")
+                if seen is None:  # one node's receivers alone on the queue
+                    self.received_once[destination] = \
+                        self.received_once.get(destination, 0) + record["received_once"]
+                    continue
+                bits = unions.setdefault(destination, {})
+                for producer, packed in seen.items():
+                    bits[producer] = bits.get(producer, 0) | unpack_bits(packed)
                 continue
             name = record["group"]
             tail = record.get("lost_at_tail", 0)
@@ -402,6 +419,9 @@ class RunStats:
                 if totals.spec.name == name:
                     totals.counters["lost"] += change
                     totals.everything["lost"] += change
+        for destination, bits in unions.items():
+            self.received_once[destination] = self.received_once.get(destination, 0) + \
+                sum(union.bit_count() for union in bits.values())
 
     def delivery(self) -> list[dict[str, Any]]:
         """Per destination: every message a producer sent against what consumers received.
@@ -411,7 +431,8 @@ class RunStats:
         """
         out = []
         for point in endpoints(self.run).values():
-            if not point.checked:
+            embedded = all(self.run.groups[i].embedded for i in point.groups)
+            if not point.checked or not (self.every_node or embedded):
                 continue
             # A send the broker did not keep is not expected at any consumer; one in doubt
             # may be there or not, and is neither missing nor unexpected.

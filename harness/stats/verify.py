@@ -14,6 +14,8 @@ delivered twice to two consumers does not cancel one that none received.
 
 from __future__ import annotations
 
+import base64
+import zlib
 from collections.abc import Iterable
 
 from harness.stats.recorder import Recorder
@@ -111,12 +113,27 @@ class SeenSet:
             bits[byte] |= mask
 
 
-def union_count(bitmaps: list[bytes]) -> int:
-    """How many numbers any of the bitmaps holds."""
+def union_of(bitmaps: list[bytes]) -> int:
+    """The numbers any of the bitmaps holds, as one integer's bits."""
     union = 0
     for bits in bitmaps:
         union |= int.from_bytes(bits, "little")
-    return union.bit_count()
+    return union
+
+
+def union_count(bitmaps: list[bytes]) -> int:
+    """How many numbers any of the bitmaps holds."""
+    return union_of(bitmaps).bit_count()
+
+
+def pack_bits(union: int) -> str:
+    """A union as text for a run file: compressed (a stream's bits run in long blocks)."""
+    raw = union.to_bytes((union.bit_length() + 7) // 8, "little")
+    return base64.b64encode(zlib.compress(raw)).decode("ascii")
+
+
+def unpack_bits(text: str) -> int:
+    return int.from_bytes(zlib.decompress(base64.b64decode(text)), "little")
 
 
 def count_in(numbers: Iterable[int], low: int, high: int | None = None) -> int:
