@@ -33,7 +33,7 @@ from typing import Any
 
 import pika
 import pika.exceptions
-from harness.transports.base import Capability, TransportError
+from harness.transports.base import COMMIT_IN_DOUBT, Capability, TransportError
 from harness.transports.driven import DrivenTransport
 from harness.transports.message import HEADER, Destination, Message, from_header, header
 from harness.transports.options import option
@@ -648,7 +648,10 @@ class AmqpTransport(DrivenTransport):
     # -- transactions: a transactional channel is always in one (tx.select at open)
     def commit(self) -> None:
         self._ready_to_commit()
-        self._rpc(lambda cb: self.channel.tx_commit(callback=cb), "tx.commit")
+        try:
+            self._rpc(lambda cb: self.channel.tx_commit(callback=cb), "tx.commit")
+        except TransportError as exc:  # asked, and no answer came: committed or not
+            raise TransportError(str(exc), kind=COMMIT_IN_DOUBT) from None
 
     def abort(self) -> None:
         if self.connected:

@@ -13,7 +13,10 @@ what the broker says of it later goes to the feedback: confirmed, refused, or in
 fault hid its outcome), or failed (send raised: it never left, and the role counts it once).
 A send that raises for sends it had queued, its own among them, reports them all in the
 feedback and raises with reported=True, so that the role counts none of them a second time.
-The worker counts a failure of any other call once per outage.
+The worker counts a failure of any other call once per outage. A producer's transaction lost
+with its connection is said by the first call after (send or commit) raising kind
+ROLLED_BACK: the role counts the transaction's sends refused (the broker kept none); a commit
+whose outcome a fault hid raises kind COMMIT_IN_DOUBT: its sends are in doubt.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ class Capability(enum.Flag):
     REQUEST_REPLY = enum.auto()
     TEMP_QUEUES = enum.auto()
     PROPERTIES = enum.auto()  # message properties (--property) carried to the consumer
+
+
+# TransportError kinds that speak of a producer's open transaction (see the contract above).
+ROLLED_BACK = "rolled back"
+COMMIT_IN_DOUBT = "commit in doubt"
 
 
 class TransportError(Exception):

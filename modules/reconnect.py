@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 
-from harness.transports.base import TransportError
+from harness.transports.base import ROLLED_BACK, TransportError
 from harness.transports.message import Destination
 
 RECONNECT_EVERY_S = 0.5
@@ -18,6 +18,7 @@ class Reconnecting:
 
     connected = False
     last_attempt = 0.0
+    transaction_open = False  # a producer's, from its first begin(): every send is in one
     subscription: Destination | None = None
 
     @abstractmethod
@@ -42,6 +43,11 @@ class Reconnecting:
         if self.subscription is not None:
             self._subscribe(self.subscription)
         outages.came_up()
+        if self.transaction_open:
+            # The new connection has a transaction of its own (the transport's open() makes
+            # it); what was sent in the old one is gone.
+            raise TransportError("the connection was lost, the transaction with it",
+                                 kind=ROLLED_BACK)
 
     def subscribe(self, destination: Destination) -> None:
         self.subscription = destination
@@ -62,10 +68,16 @@ class Reconnecting:
 
     # -- transactions, where the transport has them: one lives and dies with its connection
     def begin(self) -> None:
+        self.transaction_open = True
         if not self.connected:
-            self._check()
+            try:
+                self._check()
+            except TransportError as exc:
+                if exc.kind != ROLLED_BACK:  # rolled back: nothing was sent in it yet
+                    raise
 
     def _ready_to_commit(self) -> None:
         if not self.connected:
-            self._check()
-            raise TransportError("commit: the connection was lost, the transaction with it")
+            self._check()  # raises ROLLED_BACK once connected again
+            raise TransportError("commit: the connection was lost, the transaction with it",
+                                 kind=ROLLED_BACK)

@@ -31,7 +31,7 @@ from typing import Any
 
 import stomp
 import stomp.exception
-from harness.transports.base import Capability, TransportError
+from harness.transports.base import COMMIT_IN_DOUBT, ROLLED_BACK, Capability, TransportError
 from harness.transports.message import HEADER, Destination, Message, from_header, header
 from harness.transports.network import NetworkTransport
 from harness.transports.options import option
@@ -139,6 +139,7 @@ class StompTransport(NetworkTransport):
         super().__init__(settings)
         self.flavour = self.flavour_of(settings)
         self.receipts: dict[str, threading.Event] = {}
+        self.transaction_open = False  # from the first begin(): every send is in one
         self.broker_errors: list[str] = []
         self.connected = False
         self.conn: Any = None
@@ -199,6 +200,12 @@ class StompTransport(NetworkTransport):
         if self.subscription is not None and not self._auto_subscribed(self.subscription[0]):
             self._subscribe(*self.subscription)
         self.outages.came_up()
+        if self.transaction_open:
+            # A transaction of the new connection's, so that no send goes out of one; what
+            # the old one held is gone.
+            self.transaction = self.conn.begin()
+            raise TransportError("the connection was lost, the transaction with it",
+                                 kind=ROLLED_BACK)
 
     def _check(self) -> None:
         if self.broker_errors:
@@ -240,6 +247,8 @@ class StompTransport(NetworkTransport):
     def send(self, destination: Destination, message: Message) -> None:
         if self.broker_errors or not self.connected:
             self._check()
+        if self.transaction is None and self.transaction_open:
+            self.begin()  # the last begin failed: never a send outside a transaction
         headers = {HEADER: header(message)}
         if message.properties:
             headers.update(message.properties)
@@ -345,15 +354,36 @@ class StompTransport(NetworkTransport):
 
     # -- transactions
     def begin(self) -> None:
-        self._check()
+        self.transaction_open = True
+        try:
+            self._check()
+        except TransportError as exc:
+            if exc.kind != ROLLED_BACK:
+                raise
+            return  # begun on the new connection; nothing was sent in the old one since
         self.transaction = self.conn.begin()
 
     def commit(self) -> None:
         transaction, self.transaction = self.transaction, None
-        if transaction is None:
-            raise TransportError("commit without a transaction")
-        self._check()
-        self.conn.commit(transaction)
+        if transaction is None or not self.connected:
+            self._check()  # raises ROLLED_BACK once connected again
+            raise TransportError("commit: the connection was lost, the transaction with it",
+                                 kind=ROLLED_BACK)
+        self._check()  # the broker's errors
+        # A receipt, as a JMS commit waits for the broker: without it a commit the
+        # connection lost just after would count its sends as kept.
+        headers: dict[str, Any] = {}
+        event = self._receipt(headers)
+        try:
+            self.conn.commit(transaction, headers=headers)
+        except (stomp.exception.StompException, OSError) as exc:
+            self.receipts.pop(headers["receipt"], None)
+            self.connected = False
+            self.outages.went_down()
+            raise TransportError(f"commit failed: {exc or type(exc).__name__}",
+                                 kind=ROLLED_BACK) from None
+        if not self._confirmed(event, headers):
+            raise TransportError("no receipt for the commit", kind=COMMIT_IN_DOUBT)
 
     def abort(self) -> None:
         transaction, self.transaction = self.transaction, None

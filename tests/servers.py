@@ -41,8 +41,12 @@ class Private:
             self.proc = subprocess.Popen(self.command(), cwd=self.dir, env=self.environment(),
                                          stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
-        for port in self.ports.values():
-            wait_for_port(port, seconds)
+        try:
+            for port in self.ports.values():
+                wait_for_port(port, seconds)
+        except AssertionError as exc:
+            tail = self.log.read_text(errors="replace")[-1500:]
+            raise AssertionError(f"{self.name}: {exc}; its output ends:\n{tail}") from None
 
     def kill(self) -> None:
         """SIGKILL, as a crash: the server writes nothing more."""

@@ -70,6 +70,10 @@ AMQP = ("-m amqp.Sender -pp --confirm 20",
         "-m amqp.Receiver --ack client-individual --prefetch 50")
 AMQP10 = ("-m amqp10.Sender -pp --confirm 20 --flavour rabbitmq",
           "-m amqp10.Receiver --flavour rabbitmq")
+# Transactions of 10 sends: one lost with its connection is refused whole (the broker kept
+# none of it), one whose commit went unanswered is in doubt.
+AMQP_TX = ("-m amqp.Sender -pp -tx -cc 10", AMQP[1])
+STOMP_AMQ_TX = ("-m stomp.Sender -pp -tx -cc 10 --flavour activemq", STOMP_AMQ[1])
 JETSTREAM = ("-m nats.Sender --jetstream", "-m nats.Receiver --jetstream --ack client")
 
 
@@ -187,9 +191,11 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
                       "-m mqtt.Subscriber --qos 1 --no-clean")]),
     (Nginx, [Case("http on nginx", "http", "-m http.Requestor --method GET")]),
     (RabbitMQ, [Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
+                Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
                 Case("amqp10 on RabbitMQ", "amqp", *AMQP10, durable=True),
                 Case("stomp on RabbitMQ", "stomp", *STOMP_RABBIT, durable=True)]),
-    (ActiveMQ, [Case("stomp on ActiveMQ", "stomp", *STOMP_AMQ, durable=True)]),
+    (ActiveMQ, [Case("stomp on ActiveMQ", "stomp", *STOMP_AMQ, durable=True),
+                Case("stomp transacted on ActiveMQ", "stomp", *STOMP_AMQ_TX, durable=True)]),
 ]
 CRASH_RUN_S = 24  # long enough for the slowest server to start again and be used a while
 
@@ -239,6 +245,8 @@ CUTS = [
     Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
          "-m mqtt.Subscriber --qos 1 --no-clean", durable=True),
     Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
+    Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
+    Case("stomp transacted on ActiveMQ", "stomp-activemq", *STOMP_AMQ_TX, durable=True),
     Case("amqp10 on RabbitMQ", "amqp", *AMQP10, durable=True),
     Case("nats core", "nats", "-m nats.Publisher", "-m nats.Subscriber"),
     Case("nats JetStream (memory)", "nats", f"{JETSTREAM[0]} --storage memory", JETSTREAM[1],

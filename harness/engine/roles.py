@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
-from harness.transports.base import TransportError
+from harness.transports.base import ROLLED_BACK, TransportError
 from harness.transports.message import MAGIC, PREFIX, Message, from_header, plain_frame
 
 _unpack, _SIZE = PREFIX.unpack_from, PREFIX.size
@@ -63,6 +63,7 @@ class _Producer(Worker):
         transacted, commit_count = group.transacted, group.commit_count
         offset = EPOCH_OFFSET_NS
         seq = 0
+        in_transaction: list[int] = []  # what this transaction sent so far
         try:
             for intended, now, properties in self.due_sends(group.messages):
                 if cards:
@@ -77,6 +78,9 @@ class _Producer(Worker):
                                                   now + offset, crc, properties, correlation,
                                                   None, persistent))
                 except TransportError as exc:
+                    if exc.kind == ROLLED_BACK:  # this send, and the transaction before it
+                        self.uncommitted(in_transaction, exc)
+                        in_transaction = []
                     if exc.reported:
                         # Its outcome is in the transport's feedback, with the sends it had
                         # queued: sent, as they were; the fault counted once an outage.
@@ -99,11 +103,14 @@ class _Producer(Worker):
                     rec.delay.append((now - intended) // 1000)
                 rec.sent += 1
                 rec.bytes += size
+                if transacted:
+                    in_transaction.append(seq)
                 seq += 1
                 if transacted and seq % commit_count == 0:
-                    self.commit()
+                    self.commit(in_transaction)
+                    in_transaction = []
             if transacted and seq % commit_count:
-                self.commit()
+                self.commit(in_transaction)
         finally:
             self.stream_position = seq
 

@@ -20,7 +20,7 @@ from harness.spec.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
 from harness.stats.timeline import Timeline
 from harness.stats.verify import SeenSet, SequenceTracker
-from harness.transports.base import Transport, TransportError
+from harness.transports.base import COMMIT_IN_DOUBT, Transport, TransportError
 from harness.transports.message import Destination
 
 if TYPE_CHECKING:
@@ -288,6 +288,18 @@ class Worker(threading.Thread, ABC):
             rec.redelivered += redelivered - self.redelivered_taken
             self.redelivered_taken = redelivered
 
+    def uncommitted(self, sent: list[int], exc: TransportError) -> None:
+        """A producer's sends in a transaction that was not committed: refused (the broker
+        kept none of them), or in doubt where a fault hid the commit's outcome."""
+        rec = self.rec
+        if exc.kind == COMMIT_IN_DOUBT:
+            rec.in_doubt += len(sent)
+            self.doubt.extend(sent)
+            rec.reasons.setdefault("in doubt", f"{len(sent)} sends: {exc}")
+        else:
+            rec.refused += len(sent)
+            self.failed.extend(sent)
+
     def sleep_until(self, due: int, while_flag: str = "producing") -> bool:
         """Sleep until due (monotonic ns), handing off intervals on the way; False if told
         to stop first."""
@@ -409,14 +421,17 @@ class Worker(threading.Thread, ABC):
                 self.schedule.retarget(now_ns(), rate)
         return True
 
-    def commit(self) -> None:
+    def commit(self, sent: list[int] | None = None) -> None:
         """Commit and begin the next transaction; a failure (the connection lost, and the
-        transaction with it) is counted once an outage, and the thread goes on."""
+        transaction with it) is counted once an outage, and the thread goes on. sent: a
+        producer's numbers sent in the transaction, which a failed commit did not keep."""
         try:
             self.transport.commit()
             self.rec.commits += 1
         except TransportError as exc:
             self.call_failed("commit", exc)
+            if sent and not exc.reported:
+                self.uncommitted(sent, exc)
         try:
             self.transport.begin()
         except TransportError as exc:
