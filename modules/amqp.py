@@ -70,8 +70,8 @@ FLAVOURS = ("rabbitmq", "generic")  # generic: no quorum queues, streams or dire
 class AmqpOptions:
     vhost: str | None = option(None, "", scope="connection")
     heartbeat_ms: int = option(0, "", key="heartbeat", scope="connection", low=0)
-    ack: str = option("auto", "", scope="connection")
-    prefetch: int = option(0, "", scope="connection", low=0)
+    ack: str = option("auto", "", scope="connection", side="receive")
+    prefetch: int = option(0, "", scope="connection", low=0, side="receive")
     reply_queue: str | None = option(None, "")
     exchange: str | None = option(None, "AMQP 0-9-1 exchange to publish to and bind queues to "
                                   "(default: the default exchange for queues, amq.topic for "
@@ -85,7 +85,7 @@ class AmqpOptions:
                                         "x-match=all with a headers exchange.", multiple=True)
     queue_type: str = option("classic", "Queue type: classic, quorum or stream (x-queue-type).")
     stream_offset: str = option("next", "Where a stream consumer starts: first, last, next or "
-                                "an offset number (x-stream-offset).")
+                                "an offset number (x-stream-offset).", side="receive")
     durable: bool = option(True, "Declare named queues and exchanges durable; --no-durable "
                            "for transient ones.", negative=True)
     exclusive: bool = option(False, "Declare named queues exclusive to their connection.")
@@ -98,18 +98,18 @@ class AmqpOptions:
                           "confirmation (RabbitMQ PerfTest's -c), timed as the confirm "
                           "metric; 0 = no confirms. A Responder's replies: each confirmed "
                           "before its request is acknowledged (a refused one gives the "
-                          "request back).", low=0)
+                          "request back).", low=0, side="send")
     mandatory: bool = option(False, "Publish mandatory: a message no queue takes comes back "
-                             "and counts as a failed send.")
+                             "and counts as a failed send.", side="send")
     ack_every: int = option(1, "With --ack client: acknowledge every N messages at once "
-                            "(multiple).", low=1)
+                            "(multiple).", low=1, side="receive")
     requeue: bool = option(True, "A Responder whose reply failed gives the request back to "
                            "be delivered again (AMQP 0-9-1: nack with requeue; AMQP 1.0: "
                            "released); --no-requeue drops it or, where the queue has one, "
                            "dead-letters it. A request without reply-to is never requeued. "
                            "Needs acknowledged delivery (AMQP 0-9-1: --ack client or "
                            "client-individual; AMQP 1.0: --settle at-least-once).",
-                           negative=True)
+                           negative=True, side="receive")
 
 
 def typed(value: str) -> Any:

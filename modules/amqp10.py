@@ -68,13 +68,13 @@ PREFIXES: dict[str, tuple[str, str]] = {
 
 @dataclass(frozen=True)
 class Amqp10Options:
-    prefetch: int = option(0, "", scope="connection", low=0)
-    confirm: int = option(0, "", low=0)
+    prefetch: int = option(0, "", scope="connection", low=0, side="receive")
+    confirm: int = option(0, "", low=0, side="send")
     reply_queue: str | None = option(None, "")
-    requeue: bool = option(True, "", negative=True)
+    requeue: bool = option(True, "", negative=True, side="receive")
     settle: str = option("at-least-once", "AMQP 1.0 settlement: at-least-once (the broker "
                          "settles each message) or at-most-once (presettled).",
-                         scope="connection")
+                         scope="connection", side="send")
 
 
 class _Capability(proton.reactor.LinkOption):

@@ -106,6 +106,7 @@ class HttpTransport(Reconnecting, Transport):
         if settings.options.method.upper() not in METHODS:
             out.append(("--method", f"methods are {', '.join(METHODS)}"))
         for flag, given in (("-pp", settings.persistent), ("-tx", settings.transacted),
+                            ("--client-id", settings.client_id),
                             ("--selector", settings.selector),
                             ("--durable-name", settings.durable_name)):
             if given:

@@ -234,6 +234,15 @@ class LoopbackTransport(Transport):
                     | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
                     | Capability.PROPERTIES)
 
+    @classmethod
+    def problems(cls, settings: Settings[Any]) -> list[tuple[str, str]]:
+        s = settings
+        given = (("--host", s.host != "127.0.0.1"), ("--port", s.port), ("--user", s.user),
+                 ("--protocol", s.protocol), ("--tls", s.tls), ("--client-id", s.client_id),
+                 ("--connect-retry", s.connect_retry))
+        return [(flag, "the loopback broker is inside each process: there is no connection "
+                 "to set up") for flag, value in given if value]
+
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
         self._broker = _broker

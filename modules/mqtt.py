@@ -72,14 +72,14 @@ class MqttOptions:
     keepalive: int = option(60, "MQTT keep-alive in seconds.", scope="connection", low=0,
                             high=65535)
     qos: int = option(0, "MQTT QoS 0, 1 or 2.", scope="connection", low=0)
-    retain: bool = option(False, "MQTT retained messages.", scope="connection")
+    retain: bool = option(False, "MQTT retained messages.", scope="connection", side="send")
     clean: bool = option(True, "MQTT clean start; --no-clean keeps a persistent session.",
                          scope="connection", negative=True)
     session_expiry: int = option(0, "MQTT 5 session expiry in seconds (with --no-clean).",
                                  scope="connection", low=0)
     inflight: int = option(20, "Sends awaiting the broker's acknowledgement at once: MQTT's "
                            "in-flight window (QoS 1 and 2), NATS JetStream's publish acks.",
-                           scope="connection", low=1, high=65535)
+                           scope="connection", low=1, high=65535, side="send")
 
 
 def _topic_problems(settings: Settings[Any]) -> list[str]:

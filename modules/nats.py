@@ -101,16 +101,16 @@ class NatsOptions:
     retention: str = option("limits", "JetStream stream retention: limits, workqueue or "
                             "interest.")
     pull_batch: int = option(0, "JetStream pull consumer fetching N messages a request; 0 = a "
-                             "push consumer.", low=0)
+                             "push consumer.", low=0, side="receive")
     ack_wait: float = option(0.0, "JetStream: seconds a consumer's message may stay "
                              "unacknowledged before the server delivers it again (counted as "
-                             "redelivered); 0 = the server's default, 30 s.", low=0)
+                             "redelivered); 0 = the server's default, 30 s.", low=0, side="receive")
     pending_limit: int = option(0, "Messages a subscription may hold before nats-py drops "
                                 "new ones as a slow consumer (counted as errors and lost); "
-                                "0 = nats-py's default, 524,288.", low=0)
-    prefetch: int = option(0, "", scope="connection", low=0)
-    inflight: int = option(20, "", scope="connection", low=1, high=65535)
-    ack: str = option("auto", "", scope="connection")
+                                "0 = nats-py's default, 524,288.", low=0, side="receive")
+    prefetch: int = option(0, "", scope="connection", low=0, side="receive")
+    inflight: int = option(20, "", scope="connection", low=1, high=65535, side="send")
+    ack: str = option("auto", "", scope="connection", side="receive")
 
 
 def stream_name(subject: str) -> str:

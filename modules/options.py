@@ -31,6 +31,10 @@ class Option:
     low: float | None = None  # the smallest value accepted
     high: float | None = None  # the largest value accepted
     transports: tuple[str, ...] = ()  # who takes it; (): every transport
+    # Which groups it is for: "send" (Sender, Publisher, Requestor, and a Responder's
+    # replies), "receive" (Receiver, Subscriber, Responder, and a Requestor's replies); "":
+    # all. A group that cannot use it refuses it.
+    side: str = ""
 
     @property
     def name(self) -> str:
@@ -100,12 +104,12 @@ def _scalar(kind: type, given: Any) -> Any:
 
 def option(default: Any, help: str, *, key: str = "", scope: str = "group", low: float | None =
            None, high: float | None = None, negative: bool = False,
-           multiple: bool = False) -> Any:
+           multiple: bool = False, side: str = "") -> Any:
     """A field of a transport's options dataclass, declared once: its default and what the
     command line, profiles and the README say of it (see declared())."""
     return dataclasses.field(default=default, metadata={"option": dict(
         help=help, key=key, scope=scope, low=low, high=high, negative=negative,
-        multiple=multiple)})
+        multiple=multiple, side=side)})
 
 
 def declared(options: type) -> tuple[Option, ...]:

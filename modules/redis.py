@@ -64,12 +64,12 @@ class RedisOptions:
     streams: bool = option(False, "Redis: Publisher and Subscriber over a stream (XADD, each "
                            "subscriber reading on its own) instead of pub/sub channels.")
     maxlen: int = option(0, "Redis: trim streams to about N entries at each XADD (MAXLEN ~); "
-                         "0 = never.", low=0)
+                         "0 = never.", low=0, side="send")
     claim_idle: float = option(5.0, "Redis: a Receiver claims the messages another consumer "
                                "of its group left unacknowledged this many seconds "
-                               "(XAUTOCLAIM); 0 = never.", low=0)
+                               "(XAUTOCLAIM); 0 = never.", low=0, side="receive")
     database: int = option(0, "Redis database number.", scope="connection", low=0)
-    prefetch: int = option(0, "", scope="connection", low=0)
+    prefetch: int = option(0, "", scope="connection", low=0, side="receive")
 
 
 def is_pattern(name: str) -> bool:

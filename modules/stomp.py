@@ -65,11 +65,11 @@ class StompOptions:
                                key="heartbeat", scope="connection", low=0)
     ack: str = option("auto", "Acknowledgement: auto, client (cumulative: every message "
                       "received so far) or client-individual.",
-                      scope="connection")
+                      scope="connection", side="receive")
     prefetch: int = option(0, "Messages the broker may send ahead of acks (AMQP 0-9-1: "
                            "basic.qos; AMQP 1.0: link credit); 0 = the default (STOMP: the "
                            "broker's; AMQP 0-9-1: no limit; AMQP 1.0: 100).",
-                           scope="connection", low=0)
+                           scope="connection", low=0, side="receive")
     reply_queue: str | None = option(None, "Requestor: fixed reply queue prefix (one queue "
                                      "per thread, <prefix>.<process>.<thread>) instead of "
                                      "temporary queues (AMQP 0-9-1: instead of RabbitMQ's "

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from harness.transports import TRANSPORTS, transport_class
 
-from harness.spec.group import GroupSpec, group_spec
+from harness.errors import BadInput
+from harness.spec.group import SIDES, GroupSpec, group_spec
 from harness.spec.options import CREDENTIALS, markdown_tables, parse_args, table
-from harness.spec.run import RunSpec
+from harness.spec.run import RunSpec, validate_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -94,3 +95,87 @@ def test_the_flavour_help_names_each_transports_flavours_default_first() -> None
         if flavours:
             listed = f"{flavours[0]} (default), {', '.join(flavours[1:])}"
             assert listed in text, (name, listed)
+
+
+# -- the audit: what each transport and role accepts --------------------------------------------
+
+ROLE_NAMES = ("Sender", "Receiver", "Publisher", "Subscriber", "Requestor", "Responder")
+# A value other than the default for each common option a transport could ignore.
+PROBES = {"type": "text", "property": ["a=1"], "correlation-id": "c", "persistent": True,
+          "transacted": True, "selector": "a = 1", "durable-name": "d", "client-id": "c",
+          "user": "u", "tls": True, "reply-timeout": 2.0, "crc": 0.5}
+SENDS = ("type", "property", "correlation-id")
+# What each transport takes of the probes, for the roles that send and for those that only
+# receive; every other probe is refused before the run. Written from what each transport does
+# with the option (its file says how): an option that starts being accepted without a use,
+# or refused where it had one, fails here.
+TAKES = {
+    "amqp": "persistent transacted client-id user tls",
+    "amqp10": "persistent client-id user tls",
+    "http": "user tls",
+    "loopback": "transacted",
+    "mqtt": "client-id user tls",
+    "nats": "client-id user tls",
+    "redis": "transacted client-id user tls",  # MULTI/EXEC around a producer's sends
+    "stomp": "persistent transacted client-id user tls",
+}
+HAS_PROPERTIES = {"amqp", "amqp10", "http", "loopback", "nats", "stomp"}
+# Where the broker filters or keeps a subscription: (transport, role) -> probes.
+SUBSCRIPTIONS = {("stomp", "Receiver"): "selector", ("stomp", "Subscriber"): "selector "
+                 "durable-name", ("stomp", "Requestor"): "selector", ("stomp", "Responder"):
+                 "selector", ("amqp", "Subscriber"): "durable-name"}
+NOT_IN_A_TRANSACTION = {("redis", r) for r in ("Receiver", "Subscriber", "Requestor",
+                                               "Responder")}
+
+
+def accepted(module: str, key: str, value: object) -> bool:
+    try:
+        validate_run(RunSpec(groups=[group_spec({"module": module, "destination": "q",
+                                                  key: value})]))
+    except BadInput:
+        return False
+    return True
+
+
+def test_every_transport_and_role_accepts_only_the_options_it_uses() -> None:
+    wrong = []
+    for name in TRANSPORTS:
+        for role in transport_class(name).roles or ROLE_NAMES:
+            sends, receives = role in SIDES["send"], role in SIDES["receive"]
+            expected = set(TAKES[name].split())
+            if not sends:
+                expected.discard("persistent")
+            if (name, role) in NOT_IN_A_TRANSACTION:
+                expected.discard("transacted")
+            if sends and role != "Responder":  # a Responder sends the request's own body
+                expected |= {key for key in SENDS
+                             if key != "property" or name in HAS_PROPERTIES}
+            if receives:
+                expected.add("crc")
+            if role == "Requestor":
+                expected.add("reply-timeout")
+            expected |= set(SUBSCRIPTIONS.get((name, role), "").split())
+            got = {key for key, value in PROBES.items()
+                   if accepted(f"{name}.{role}", key, value)}
+            if got != expected:
+                wrong.append(f"{name}.{role}: accepts {sorted(got - expected)}, refuses "
+                             f"{sorted(expected - got)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_transports_send_options_are_refused_where_nothing_is_sent_and_receive_ones_too(
+        ) -> None:
+    checked = 0
+    for option in table().values():
+        if not option.side:
+            continue
+        value = {bool: not option.default, int: 2, float: 1.0}.get(option.type)
+        if value is None:
+            continue
+        for name in option.transports:
+            for role in transport_class(name).roles or ROLE_NAMES:
+                if role not in SIDES[option.side]:
+                    assert not accepted(f"{name}.{role}", option.key, value), \
+                        f"{name}.{role} accepts --{option.key}"
+                    checked += 1
+    assert checked > 30

@@ -170,8 +170,15 @@ def group_spec(given: dict[str, Any]) -> GroupSpec:
     return GroupSpec(**values, options=options)
 
 
-def _check_options(group: GroupSpec, transport: str) -> None:
-    """Every option within its bounds, and none of another transport's."""
+# The roles that send (a Responder its replies) and that receive (a Requestor its replies).
+SIDES = {"send": ("Sender", "Publisher", "Requestor", "Responder"),
+         "receive": ("Receiver", "Subscriber", "Requestor", "Responder")}
+NOT_ON = {"send": "sends nothing", "receive": "receives nothing"}
+
+
+def _check_options(group: GroupSpec, transport: str, role: str) -> None:
+    """Every option within its bounds, none of another transport's, and none that the
+    group's role has no use for."""
     options = table()
     for option in options.values():
         if option.scope == "run":
@@ -185,6 +192,9 @@ def _check_options(group: GroupSpec, transport: str) -> None:
                 takers = f"{', '.join(others)} and {last} take" if others else f"{last} takes"
                 raise BadInput(option.flag, f"only {takers} this option, not {transport} "
                                "(see `harness modules`)")
+            if option.side and value != option.default and role not in SIDES[option.side]:
+                raise BadInput(option.flag, f"a {role} {NOT_ON[option.side]}: this is for "
+                               f"{', '.join(SIDES[option.side])}")
         else:
             value = getattr(group, option.name, None)
         problem = option.out_of_bounds(value)
@@ -200,6 +210,27 @@ def parse_module(text: str) -> tuple[str, str]:
     return transport, role
 
 
+def _check_role_options(group: GroupSpec, role_name: str) -> None:
+    """Options the group's role has no use for, refused rather than ignored."""
+    if role_name in ("Receiver", "Subscriber", "Responder"):
+        # A consumer sends nothing; a Responder sends the request's own body back.
+        what = "sends nothing" if role_name != "Responder" else \
+            "answers with each request's own body"
+        for flag, given in (("--type", group.body_type != "bytes"), ("-mf", group.body_file),
+                            ("--property", group.properties), ("-co", group.correlation_id),
+                            ("-pp", group.persistent and role_name != "Responder")):
+            if given:
+                raise BadInput(flag, f"a {role_name} {what}: this is for the groups that "
+                               "send (Sender, Publisher, Requestor)")
+    if role_name in ("Sender", "Publisher") and group.crc:
+        raise BadInput("--crc", f"a {role_name} receives nothing: this is for the groups that "
+                       "receive (Receiver, Subscriber, Requestor, Responder)")
+    if role_name not in ("Requestor", "Handler", "TopicHandler") and \
+            group.reply_timeout != GroupSpec.reply_timeout:
+        raise BadInput("--reply-timeout", f"only a Requestor waits for replies, not a "
+                       f"{role_name}")
+
+
 def validate_group(group: GroupSpec, index: int) -> None:
     transport_name, role_name = parse_module(group.module)
     role = ROLES[role_name]
@@ -209,7 +240,7 @@ def validate_group(group: GroupSpec, index: int) -> None:
         raise BadInput("-m", f"{role_name} is a scenario's event handler: it runs inside a "
                        "scenario profile (see profiles/supplychain-*.yaml), not on its own")
     transport = transport_class(transport_name)
-    _check_options(group, transport_name)
+    _check_options(group, transport_name, role_name)
     if group.reply_timeout <= 0:
         raise BadInput("--reply-timeout", f"must be > 0, got {group.reply_timeout:g}")
     if group.rate and group.thread_rate:
@@ -246,6 +277,7 @@ def validate_group(group: GroupSpec, index: int) -> None:
             if value:
                 raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
                                "applies to Sender, Publisher and Requestor")
+    _check_role_options(group, role_name)
     # A destination given as an https:// URL (the http transport's) is TLS by its scheme.
     tls = group.tls or (group.destination or "").lower().startswith("https://")
     for flag, path in (("--ca", group.ca), ("--cert", group.cert), ("--key", group.key)):
