@@ -1,4 +1,4 @@
-.PHONY: quickstart test bench lint
+.PHONY: quickstart test test-quick bench lint docs
 
 quickstart:
 	bash contrib/setup/quickstart.sh
@@ -6,9 +6,19 @@ quickstart:
 test:
 	bash contrib/setup/test.sh
 
+# No broker, no Spark: what to run while working (the whole suite is `make test`).
+test-quick:
+	bash contrib/setup/venv.sh
+	.venv/bin/python -m pytest -q -m "not servers and not spark and not slow"
+
 bench:
 	bash contrib/setup/venv.sh
 	.venv/bin/python contrib/bench/loopback.py
+
+# The manual (contrib/docs), built strictly into build/docs.
+docs:
+	bash contrib/setup/venv.sh
+	cd contrib/docs && ../../.venv/bin/mkdocs build --strict
 
 lint:
 	.venv/bin/ruff check harness modules contrib tests

@@ -1,6 +1,6 @@
 """How an option is declared: once, with its flags, type, default and help. The common options
 (harness.spec.options) and each transport's own (its `options`) are declared this way, and the
-run command's flags, profile keys, --set paths and the README's flag table are all made from
+run command's flags, profile keys, --set paths and the manual's flag tables are all made from
 these declarations."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def option(default: Any, help: str, *, key: str = "", scope: str = "group", low:
            None, high: float | None = None, negative: bool = False,
            multiple: bool = False, side: str = "") -> Any:
     """A field of a transport's options dataclass, declared once: its default and what the
-    command line, profiles and the README say of it (see declared())."""
+    command line, profiles and the manual say of it (see declared())."""
     return dataclasses.field(default=default, metadata={"option": dict(
         help=help, key=key, scope=scope, low=low, high=high, negative=negative,
         multiple=multiple, side=side)})

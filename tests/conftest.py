@@ -16,6 +16,74 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The quick tier (`make test-quick`: -m "not servers and not spark and not slow") leaves out
+# every test that needs a broker or another server, every one that starts Spark or builds the
+# wheel, and the longest runs.
+SERVER_MODULES = {"test_amqp", "test_fault_matrix", "test_http", "test_mqtt", "test_nats",
+                  "test_redis", "test_restart", "test_stomp", "test_tls"}
+SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge"}
+SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases"}
+# Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
+# out too (-m "not slow") so that it stays under 3 minutes.
+SLOW_TESTS = {
+    "test_a_1000_per_second_run_holds_the_rate_every_second_and_does_not_drift",
+    "test_a_loopback_run_meets_the_horizontal_mix_and_completes_every_chain",
+    "test_a_loopback_sweep_writes_the_results_table",
+    "test_a_low_paced_rate_is_its_own_rate_to_the_digit",
+    "test_a_record_of_a_later_version_is_refused_by_its_version",
+    "test_a_record_without_a_required_field_is_named_by_file_line_and_field",
+    "test_a_refresh_tick_after_the_screen_closed_draws_nothing_and_raises_nothing",
+    "test_a_run_and_its_replay_hold_the_same_memory_for_200_and_2000_intervals",
+    "test_a_run_directory_written_before_transport_options_stood_apart_reads_back",
+    "test_a_search_finds_the_knee_of_a_simulated_broker",
+    "test_a_version_1_run_is_read_with_the_counters_it_lacks_as_zero",
+    "test_an_overloaded_run_fails_because_its_queues_grow",
+    "test_bad_input_is_one_line_naming_the_flag",
+    "test_broker_cpu_and_cpu_ms_per_message",
+    "test_competing_consumers_are_balanced_per_destination",
+    "test_freeform_runs_only_the_interactions_asked_for",
+    "test_help_texts_have_no_line_breaks_mid_sentence",
+    "test_hlog_reads_back_with_hdrhistogram_reader_identical_to_jsonl",
+    "test_injected_faults_are_counted_exactly",
+    "test_loss_at_the_head_of_a_stream_is_counted",
+    "test_loss_at_the_tail_of_a_stream_shows_in_the_delivery_check",
+    "test_loss_is_counted_once_in_a_results_table",
+    "test_manifest_and_jsonl_describe_the_run",
+    "test_merged_histogram_equals_the_union_of_the_processes_histograms",
+    "test_no_garbage_collection_walks_more_than_an_interval_of_survivors",
+    "test_one_thread_holds_100000_per_second_every_second_without_drift",
+    "test_pause_holds_the_producers_and_resumes_without_a_burst",
+    "test_ramp_and_poisson_pacing_run",
+    "test_rate_keys_and_added_threads_reach_the_workers",
+    "test_rates_are_the_paced_rate_whatever_the_run_length_warmup_and_interval",
+    "test_screen_shows_the_numbers_the_statistics_engine_produced",
+    "test_sigkill_leaves_complete_parseable_files",
+    "test_stop_screenshot_reset_and_selection",
+    "test_the_base_search_finds_the_highest_passing_base",
+    "test_the_harness_floor_is_measured_through_the_run_and_written",
+    "test_the_vertical_topology_is_mostly_point_to_point",
+    "test_twenty_threads_at_50_per_second_measure_as_one_at_1000",
+    "test_view_prints_the_recorded_intervals_without_a_terminal",
+    "test_view_warns_of_a_line_cut_off_mid_write",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "servers: needs a broker or another real server")
+    config.addinivalue_line("markers", "spark: starts Spark (or builds and installs the wheel)")
+    config.addinivalue_line("markers", "slow: a run of several seconds")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if module in SERVER_MODULES or "brokers" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.servers)
+        if module in SPARK_MODULES or item.originalname in SPARK_TESTS:
+            item.add_marker(pytest.mark.spark)
+        if item.originalname in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
 
 @dataclass
 class Finished:

@@ -1,4 +1,4 @@
-"""The one option table: the run command, --group strings, profiles and the README all take
+"""The one option table: the run command, --group strings, profiles and the manual all take
 their options from it."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from harness.spec.run import RunSpec, validate_run
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_readme_flag_tables_are_the_option_table() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_the_manuals_flag_tables_are_the_option_table() -> None:
+    text = (ROOT / "contrib" / "docs" / "docs" / "running.md").read_text()
     section = text.split("<!-- flags -->\n", 1)[1].split("<!-- /flags -->", 1)[0]
     assert section == markdown_tables(), "run `python contrib/docs/flags.py`"
 

@@ -111,7 +111,7 @@ STOMP = {"activemq": ["--port", "61613", "--flavour", "activemq"],
          "rabbitmq": ["--port", "61614", "--flavour", "rabbitmq", "--vhost", "/"]}
 MOSQUITTO = ["--port", "1883", "--flavour", "mosquitto"]
 # Presettled on both sides: Proton's blocking round trip per settled message is the library's
-# cost either way (see the README), and would hide the harness's own.
+# cost either way (see the manual's Benchmarks page), and would hide the harness's own.
 AMQP10 = ["--flavour", "rabbitmq", "--settle", "at-most-once"]
 AMQP10_PREFIX = {"queue": "/queue/", "topic": "/topic/"}
 INFLIGHT = 256  # JetStream publish acknowledgements outstanding, on both sides

@@ -1,6 +1,7 @@
-"""Rewrites the README's flag tables from the option table (harness.spec.options), between
-the markers `<!-- flags -->` and `<!-- /flags -->`. tests/test_options.py fails while the
-README and the table differ: run `python contrib/docs/flags.py` after changing an option."""
+"""Rewrites the manual's flag tables (docs/running.md) from the option table
+(harness.spec.options), between the markers `<!-- flags -->` and `<!-- /flags -->`.
+tests/test_options.py fails while the page and the table differ: run
+`python contrib/docs/flags.py` after changing an option."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from harness.spec.options import markdown_tables
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parent / "docs" / "running.md"
 START, END = "<!-- flags -->\n", "<!-- /flags -->\n"
 
 
@@ -19,5 +20,5 @@ def rewritten(text: str) -> str:
 
 
 if __name__ == "__main__":
-    README.write_text(rewritten(README.read_text()))
-    print(f"wrote the flag tables into {README}")
+    PAGE.write_text(rewritten(PAGE.read_text()))
+    print(f"wrote the flag tables into {PAGE}")

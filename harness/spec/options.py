@@ -1,7 +1,7 @@
 """The one option table: every option of a run and of its worker groups, declared once.
 
 `harness run`'s flags, a profile's keys and --set paths, `--group "..."` strings and the
-README's flag table are all made from this table; each transport adds the options only it
+manual's flag tables are all made from this table; each transport adds the options only it
 takes (its `options`, in its own file), and a group that sets another transport's option is
 refused before the run.
 """
@@ -300,7 +300,8 @@ SCOPE_TITLES = {"group": "Worker group (each `-g` too)", "connection": "Connecti
 
 
 def markdown_tables() -> str:
-    """The README's flag tables, made from this table (a test keeps the README in step)."""
+    """The manual's flag tables (contrib/docs/docs/running.md), made from this table (a
+    test keeps the page in step)."""
     out = []
     for scope, title in SCOPE_TITLES.items():
         out += [f"{title}:", "", "| flag | meaning | default | transports |",
