@@ -91,7 +91,7 @@ class _Capability(proton.reactor.LinkOption):
 class _Inbound(proton.handlers.MessagingHandler):
     """Runs inside Container.process on the worker thread: each message goes straight to
     the measurement (or the inbox). Proton's own blocking receiver wakes its caller once per
-    message, which cost about 125 us a message here."""
+    message, a thread hand-off each."""
 
     def __init__(self, transport: Amqp10Transport, credit: int) -> None:
         super().__init__(prefetch=credit, auto_accept=False)

@@ -84,6 +84,10 @@ class Transport(ABC):
     # The broker dialects it speaks (--flavour), its default first; none: it speaks to one
     # kind of server and --flavour is refused.
     flavours: ClassVar[tuple[str, ...]] = ()
+    # Where it connects when --port is 0 (the --port help lists them); 0: nowhere. With
+    # --tls, tls_port where it differs.
+    default_port: ClassVar[int] = 0
+    tls_port: ClassVar[int] = 0
     # The roles it plays where fewer than its capabilities allow (HTTP: the client's side
     # only); none: every role its capabilities allow.
     roles: ClassVar[tuple[str, ...]] = ()

@@ -37,7 +37,7 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         self.dispatching = False
         # A producer whose sends await confirmation waits in the loop until its next send is
         # due (idle), and that wait must end when asked: the loop waits to the microsecond
-        # (harness.transports.selector), which costs every other wait 0.4 us.
+        # (harness.transports.selector), which costs every other wait a little.
         self.exact_waits = settings.publishes and self.confirms(settings)
 
     def arrived(self, raw: Any) -> None:

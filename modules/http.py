@@ -82,6 +82,7 @@ def _url_problems(destination: str) -> list[str]:
 
 class HttpTransport(Reconnecting, Transport):
     name = "http"
+    default_port, tls_port = 80, 443
     description = "HTTP request/reply via urllib3 (Requestor only; the server answers)"
     # Properties are the request's headers.
     capabilities = Capability.QUEUES | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES | \
@@ -92,7 +93,7 @@ class HttpTransport(Reconnecting, Transport):
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
-        host, port = settings.address(443 if settings.tls else 80)
+        host, port = settings.address(cls.tls_port if settings.tls else cls.default_port)
         return f"http@{host}:{port}"
 
     @classmethod

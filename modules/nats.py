@@ -7,18 +7,18 @@ write_every sends, before the producer sleeps and before a Requestor waits, one 
 loop publishes what is queued (nats-py's publish, back to back) and lets nats-py's flusher
 write it in one go; a consumer's receive turns the loop, whose subscription callback takes
 each message in on this same thread, with no hand-off. A turn that publishes wakes one
-long-lived task and runs the loop until that task has done the turn's work (_turn): about 8 us
-more than a bare `await nc.publish(); await sleep(0)` loop's pass back to back, 13 us paced at
-4,000 sends a second (contrib/bench/loop_turn.py), per write_every sends. So the first core
-NATS sends since a write (a paced producer's) are not queued: nats-py's publish coroutine is
-driven to its end on this thread outside the loop (in send_frame), and the write is one pass of
-the loop for nats-py's flusher, 4 to 6 us less a paced send. The thread enters the loop through
-TurnedLoop.turn() (harness.transports.turned), not run_forever(): 1.5 us less a turn back to
-back, 4 to 6 us paced, with the caches cold. A turn that only waits (a consumer's receive, a
-JetStream producer waiting for its next send with acknowledgements outstanding) runs the loop
-until its timer, or what it waits for, stops it, with no task: each acknowledgement is timed
-as it arrives without the producer's thread leaving the loop. nats-py reconnects by itself
-while the loop turns; its disconnect and reconnect callbacks count the outage.
+long-lived task and runs the loop until that task has done the turn's work (_turn), which
+costs more than a bare publish loop's pass (contrib/bench/loop_turn.py measures it). So the
+first core NATS sends since a write (a paced producer's) are not queued: nats-py's publish
+coroutine is driven to its end on this thread outside the loop (in send_frame), and the
+write is one pass of the loop for nats-py's flusher. The thread enters the loop through
+TurnedLoop.turn() (harness.transports.turned), not run_forever(), which is cheaper with the
+caches cold. A turn that only waits (a consumer's receive, a JetStream producer waiting for
+its next send with acknowledgements outstanding) runs the loop until its timer, or what it
+waits for, stops it, with no task: each acknowledgement is timed as it arrives without the
+producer's thread leaving the loop. nats-py reconnects by itself while the loop turns; its
+disconnect and reconnect callbacks count the outage. What these choices save is in
+contrib/bench/RESULTS.md.
 
 The harness's fields travel in front of the body (harness.transports.message.frame): nats-py
 parses headers in Python, which would cost a consumer more than the rest of the message;
@@ -30,13 +30,13 @@ again, and the sequence numbers show exactly which messages (lost = sent - recei
 
 JetStream: a stream (--stream, default `harness-` and the subject) is created if missing, with
 --storage and --retention. Every publish is acknowledged by the server; --inflight keeps that
-many acknowledgements outstanding, each timed as the `confirm` metric; a negative or missing one
-(after ACK_TIMEOUT_S) is a failed send. Receivers share one durable consumer (push with a
-deliver group, or pull with --pull-batch N), each Subscriber has its own (ephemeral, or durable
-with --durable-name); --prefetch is max-ack-pending; messages are acknowledged one by one, and
-a message the server delivers again (another consumer held it past --ack-wait, or this one's
-acknowledgement was lost) counts as `redelivered`, and as a duplicate where this consumer had
-it already.
+many acknowledgements outstanding, each timed as the `confirm` metric; a negative one is a
+refused send, a missing one (after ACK_TIMEOUT_S, or the connection lost) in doubt. Receivers
+share one durable consumer (push with a deliver group, or pull with --pull-batch N), each
+Subscriber has its own (ephemeral, or durable with --durable-name); --prefetch is max-ack-
+pending; messages are acknowledged one by one, and a message the server delivers again (another
+consumer held it past --ack-wait, or this one's acknowledgement was lost) counts as
+`redelivered`, and as a duplicate where this consumer had it already.
 """
 
 from __future__ import annotations
@@ -141,9 +141,9 @@ def _subject_problems(settings: Settings[Any]) -> list[str]:
 
 
 class NatsTransport(DrivenTransport):
-    # nats-py's publish costs a few microseconds, so a loop turn per 64 sends was a sixth of
-    # an unthrottled producer's cost: 3.0 us a message at 64, 2.5 at 256 (the bare loop
-    # writes only when nats-py's buffer fills).
+    # nats-py's publish is cheap next to a turn of the loop: a turn every 64 sends was a
+    # large share of an unthrottled producer's cost (the bare loop writes only when
+    # nats-py's buffer fills).
     write_every = 256
     name = "nats"
     default_port = DEFAULT_PORT
@@ -275,8 +275,8 @@ class NatsTransport(DrivenTransport):
 
     def _turn_task(self, timeout: float) -> None:
         """A turn by the one task that turns the loop. run_until_complete would make a task a
-        turn and go round the loop three times: a send and its turn cost 31 us so, 26 us so,
-        and a bare `await publish(); await sleep(0)` loop 18 us (contrib/bench/loop_turn.py)."""
+        turn and go round the loop three times; one long-lived task woken a turn costs less
+        (contrib/bench/loop_turn.py compares them with a bare publish loop)."""
         turner = self.turner
         self.turn_for = timeout
         if turner is None or turner.done():
@@ -337,7 +337,7 @@ class NatsTransport(DrivenTransport):
         if self.to_ack:
             acks, self.to_ack = self.to_ack, []
             for raw in acks:
-                # Not contextlib.suppress: a context manager a message costs 0.3 us.
+                # Not contextlib.suppress: a context manager a message is measurable here.
                 try:  # noqa: SIM105
                     await raw.ack()
                 except nats.errors.Error:
@@ -544,15 +544,15 @@ class NatsTransport(DrivenTransport):
         js = self.js
         # The first sends since a write, as a paced producer's are even in a burst; an
         # unthrottled producer's others are queued (with its share of a turn a queued send
-        # costs 0.4 us less than a publish driven by hand).
+        # costs less than a publish driven by hand).
         if js is None and self.unwritten < BY_HAND_FIRST and not self.queued and \
                 self.nc.pending_data_size + len(payload) <= PENDING_SIZE // 2:
             # Published now: nats-py's publish, driven to its end on this thread without
             # entering the loop. With room in its buffer it only appends the command and wakes
             # its flusher, so the loop's next pass writes it: a paced send then costs one pass
-            # of the loop, not a task's turn (about 4 us less a send at 4,000 a second,
-            # contrib/bench/loop_turn.py). A publish that waits after all is continued by the
-            # loop's next turn. Inline, not a method: a paced send runs it with the caches cold.
+            # of the loop, not a task's turn (contrib/bench/loop_turn.py). A publish that waits
+            # after all is continued by the loop's next turn. Inline, not a method: a paced
+            # send runs it with the caches cold.
             self.unwritten += 1  # _sent(None, seq): below BY_HAND_FIRST, never a write_every
             if self.loop_thread != threading.get_ident():
                 # The futures nats-py makes outside the loop belong to the current event loop.
@@ -740,7 +740,7 @@ class NatsTransport(DrivenTransport):
         domain, $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<deliveries>.<...>. Called where
         the subject does not begin as first_delivery, which it then becomes for this
         consumer: one startswith a message, not a split of the subject (nats-py's
-        Msg.metadata parses every field, about 6 us)."""
+        Msg.metadata parses every field)."""
         tokens = reply.split(".")
         at = 4 if len(tokens) == 9 else 6
         self.first_delivery = ".".join(tokens[:at]) + ".1."

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from harness.transports.base import Transport
 from harness.transports.inbox import Inbox
@@ -16,7 +16,6 @@ from harness.transports.settings import Settings
 
 
 class NetworkTransport(Transport):
-    default_port: ClassVar[int]
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:

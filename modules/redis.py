@@ -78,6 +78,7 @@ def is_pattern(name: str) -> bool:
 
 class RedisTransport(Reconnecting, Transport):
     name = "redis"
+    default_port = DEFAULT_PORT
     description = "Redis via redis-py: pub/sub channels and Streams (consumer groups)"
     capabilities = CAPABILITIES
     Options = RedisOptions
@@ -235,7 +236,7 @@ class RedisTransport(Reconnecting, Transport):
             self.feedback.failed.extend((seq, "send", _reason(exc)) for seq in queued)
             return
         if ANSWERS.issuperset(map(type, results)):
-            return  # every command answered (a check in C: a loop over them cost 80 ns each)
+            return  # every command answered (a check in C, not a loop in Python)
         for seq, result in zip(queued, results, strict=False):
             if isinstance(result, Exception):
                 self.feedback.failed.append((seq, "send", _reason(result)))

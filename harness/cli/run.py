@@ -165,7 +165,7 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
     def on_interval(view: Any) -> None:
         lines = interval_lines(view, metrics, names)
         # Plain text, written as it is: rich's print of a line, even without markup and
-        # highlighting, cost 150 us, most of what the controller did in an interval.
+        # highlighting, cost most of what the controller did in an interval.
         console.file.write("".join(f"{line}\n" for line in lines))
         console.file.flush()
 

@@ -1,8 +1,8 @@
 """A cell: the worker groups that run inside one process, and the thread that folds their
 measurements into one set of histograms per interval.
 
-The controller (harness.runner) runs a single cell in its own process, or several cells in
-child processes (harness.processes); either way a cell reports through one callback, with
+The controller (harness.engine.runner) runs a single cell in its own process, or several cells in
+child processes (harness.engine.processes); either way a cell reports through one callback, with
 plain dicts that pickle.
 """
 
@@ -387,7 +387,7 @@ class Cell:
     def _cpu_seconds(self) -> float:
         # The process's CPU time (user and system, every thread) to the nanosecond, as the
         # bare loops of contrib/bench read theirs; psutil's, from /proc, came in 10 ms ticks
-        # and cost 171 us a reading.
+        # and cost far more a reading.
         return time.process_time()
 
     def _cpu_spent_us(self, used: float) -> int:

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 
 # Intended times drawn BATCH at a time: a paced send runs next_ns() with the caches cold after
 # a sleep, where each call costs several times what it does in a loop, and a Poisson draw was
-# three calls. A core NATS Publisher at 1,000 Poisson sends a second took 3.7 to 4.1 us from
-# the end of a send's recording to its flush before the sleep with a draw a send, 1.2 to 1.3
-# drawn ahead (contrib/bench/RESULTS.md).
+# three calls; drawn ahead, a paced send's path to its sleep is several times shorter
+# (contrib/bench/RESULTS.md).
 BATCH = 64
 
 

@@ -69,7 +69,7 @@ class RunResult:
 
 
 def floor_summary(floors: dict[int, str]) -> dict[str, Any]:
-    """The harness's floor (harness.floor) over all processes, and per process."""
+    """The harness's floor (harness.engine.floor) over all processes, and per process."""
     merged = new_histogram()
     per_process = {}
     for process, encoded in sorted(floors.items()):

@@ -1,4 +1,4 @@
-"""What the screen reads from: a run in progress (harness.live) or a finished one replayed
+"""What the screen reads from: a run in progress (harness.screen.live) or a finished one replayed
 from its files (harness.rundir.reader). Both fold merged intervals into a Board."""
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ class GroupSpec:
     connect_retry: int = 0
     # The options only the group's transport takes (its `options`), by field name.
     options: dict[str, Any] = field(default_factory=dict)
-    # Scenario event handlers (harness.scenarios): what to send on for each message received.
+    # Scenario event handlers (harness.experiments.scenarios): what to send on for each
+    # message received.
     plan: list[dict[str, Any]] | None = None
     # Scenario drivers: body sizes drawn by weight, [(bytes, weight)]; size is the largest.
     size_mix: list[tuple[int, float]] | None = None

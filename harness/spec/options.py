@@ -92,12 +92,9 @@ COMMON: tuple[Option, ...] = (
            "appends its number)."),
     # -- the connection (per group)
     Option("host", str, "127.0.0.1", "Broker host.", scope=C),
-    Option("port", int, 0, "Broker port; 0 = the protocol's default (STOMP 61613, MQTT "
-           "1883, AMQP 5672).", scope=C, low=0, high=65535),
-    Option("flavour", str, "", "Broker dialect: STOMP activemq (default), artemis, "
-           "rabbitmq, generic; MQTT mosquitto (default), activemq, rabbitmq, generic; AMQP "
-           "0-9-1 rabbitmq (default), generic; AMQP 1.0 rabbitmq (default), activemq, "
-           "artemis, generic.", scope=C),
+    # Their help lists each transport's own defaults: see _per_transport_help().
+    Option("port", int, 0, "Broker port.", scope=C, low=0, high=65535),
+    Option("flavour", str, "", "Broker dialect.", scope=C),
     Option("protocol", str, "", "Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 "
            "(default) or 5.", scope=C),
     Option("user", str, None, "Login user name.", scope=C),
@@ -173,6 +170,26 @@ def table() -> dict[str, Option]:
             else:
                 raise TypeError(f"transport {name} declares --{option.key} unlike "
                                 f"{', '.join(known.transports) or 'the common options'}")
+    return _per_transport_help(out)
+
+
+def _per_transport_help(out: dict[str, Option]) -> dict[str, Option]:
+    """The help of --port and --flavour, from what each transport says of itself."""
+    ports, flavours = [], []
+    for name in TRANSPORTS:
+        try:
+            transport = transport_class(name)
+        except BadInput:
+            continue
+        if transport.default_port:
+            tls = f" ({transport.tls_port} with --tls)" if transport.tls_port else ""
+            ports.append(f"{name} {transport.default_port}{tls}")
+        if transport.flavours:
+            first, *rest = transport.flavours
+            flavours.append(f"{name} {', '.join([f'{first} (default)', *rest])}")
+    out["port"] = _with(out["port"], help="Broker port; 0 = the transport's default ("
+                        f"{', '.join(ports)}).")
+    out["flavour"] = _with(out["flavour"], help=f"Broker dialect: {'; '.join(flavours)}.")
     return out
 
 
