@@ -165,7 +165,7 @@ class AmqpTransport(DrivenTransport):
 
     @classmethod
     def problems(cls, settings: Settings[AmqpOptions]) -> list[tuple[str, str]]:
-        o, role = settings.options, settings.role
+        o = settings.options
         flavour = cls.flavour_of(settings)
         out = []
         if (settings.protocol or "0-9-1") != "0-9-1":
@@ -181,7 +181,7 @@ class AmqpTransport(DrivenTransport):
         if o.exchange_type and not o.exchange:
             out.append(("--exchange-type", "types an exchange named with --exchange"))
         if o.routing_key is not None and not o.exchange and \
-                settings.role in ("Sender", "Receiver", "Requestor", "Responder"):
+                not settings.on_topic:
             out.append(("--routing-key", "routes through an exchange named with --exchange; "
                         "the default exchange routes to the queue -d names"))
         # The broker's own exchanges are never declared, so a type given for one is not
@@ -204,10 +204,10 @@ class AmqpTransport(DrivenTransport):
             if o.exclusive or o.auto_delete or not o.durable:
                 out.append(("--queue-type", f"{o.queue_type} queues are durable, never "
                             "exclusive or auto-delete"))
-            if role == "Subscriber" and not settings.durable_name:
+            if settings.on_topic and settings.consumes and not settings.durable_name:
                 out.append(("--queue-type", f"a Subscriber's {o.queue_type} queue needs a "
                             "name: give --durable-name"))
-        consumes = role in ("Receiver", "Subscriber", "Responder")
+        consumes = settings.consumes and not settings.asks
         if o.queue_type == "stream" and consumes and \
                 (o.ack == "auto" or not o.prefetch) and not settings.transacted:
             out.append(("--queue-type", "a stream consumer needs --ack client or "
@@ -223,13 +223,13 @@ class AmqpTransport(DrivenTransport):
         if not o.requeue and o.ack == "auto":
             out.append(("--no-requeue", "needs acknowledgements: --ack client or "
                         "client-individual (auto-acknowledged messages cannot be given back)"))
-        if o.confirm and role not in ("Sender", "Publisher", "Requestor", "Responder"):
+        if o.confirm and settings.measures_only:
             out.append(("--confirm", "confirms are for Sender, Publisher, Requestor and "
                         "Responder (its replies)"))
         if o.confirm and settings.transacted:
             out.append(("--confirm", "a channel is either transactional or in confirm "
                         "mode, not both (drop -tx or --confirm)"))
-        if role == "Requestor" and not o.reply_queue and flavour != "rabbitmq":
+        if settings.asks and not o.reply_queue and flavour != "rabbitmq":
             out.append(("--reply-queue", "direct reply-to is RabbitMQ's: give a reply queue "
                         "prefix"))
         return out
@@ -256,7 +256,7 @@ class AmqpTransport(DrivenTransport):
         self.generation = 0  # the channel's number: delivery tags are a channel's own
         self.closing = False
         self.close_reason: str | None = None
-        self.replying = settings.role == "Responder"  # replies go by the default exchange
+        self.replying = settings.replies  # replies go by the default exchange
         self.ack_mode = "client-individual" if settings.transacted and o.ack == "auto" \
             else o.ack
         self.auto_ack = self.ack_mode == "auto"
@@ -267,7 +267,7 @@ class AmqpTransport(DrivenTransport):
         self.confirm_window = o.confirm
         # A Responder acknowledges a request only once the broker confirmed its reply: a
         # reply refused (nacked, returned) or lost gives the request back instead.
-        self.confirm_each = bool(o.confirm) and settings.role == "Responder"
+        self.confirm_each = bool(o.confirm) and settings.replies
         self.next_tag = 0
         self.confirmed_early: set[int] = set()
         self.queue_args = pairs(o.queue_arg)
@@ -552,7 +552,7 @@ class AmqpTransport(DrivenTransport):
                                         False)
                 else:
                     queue = self._queue("", False, True, True)
-            elif s.role == "Requestor":
+            elif s.asks:
                 queue = self._queue(destination.name, False, True, True)
                 exchange = ""
             else:

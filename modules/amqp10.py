@@ -74,7 +74,7 @@ class Amqp10Options:
     requeue: bool = option(True, "", negative=True, side="receive")
     settle: str = option("at-least-once", "AMQP 1.0 settlement: at-least-once (the broker "
                          "settles each message) or at-most-once (presettled).",
-                         scope="connection", side="send")
+                         scope="connection")
 
 
 class _Capability(proton.reactor.LinkOption):
@@ -146,8 +146,7 @@ class Amqp10Transport(DrivenTransport):
                         "back: --settle at-least-once"))
         if settings.options.confirm and settings.options.settle == "at-most-once":
             out.append(("--confirm", "presettled (at-most-once) sends are never confirmed"))
-        if settings.options.confirm and settings.role not in ("Sender", "Publisher",
-                                                              "Requestor"):
+        if settings.options.confirm and not settings.publishes:
             out.append(("--confirm", "confirms are for Sender, Publisher and Requestor"))
         return out
 
@@ -357,7 +356,7 @@ class Amqp10Transport(DrivenTransport):
                 headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         # A Responder's reply may open a link to a new reply address, which waits for the
         # broker: that cannot happen inside the container's dispatch, so it pulls.
-        return self.settings.role != "Responder" and super().deliver(sink)
+        return not self.settings.replies and super().deliver(sink)
 
     def _queued(self) -> bool:
         return any(s.link.queued for s in self.senders.values())

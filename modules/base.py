@@ -21,30 +21,18 @@ whose outcome a fault hid raises kind COMMIT_IN_DOUBT: its sends are in doubt.
 
 from __future__ import annotations
 
-import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from harness.transports.capability import Capability
 from harness.transports.feedback import Feedback
 from harness.transports.message import Destination, Message
 from harness.transports.options import Option, declared
 from harness.transports.outage import Outages
+from harness.transports.roles import Role
 from harness.transports.settings import NoOptions, Settings
-
-
-class Capability(enum.Flag):
-    QUEUES = enum.auto()
-    TOPICS = enum.auto()
-    PERSISTENT = enum.auto()
-    TRANSACTIONS = enum.auto()
-    SELECTORS = enum.auto()
-    DURABLE = enum.auto()
-    REQUEST_REPLY = enum.auto()
-    TEMP_QUEUES = enum.auto()
-    PROPERTIES = enum.auto()  # message properties (--property) carried to the consumer
-
 
 # TransportError kinds that speak of a producer's open transaction (see the contract above).
 ROLLED_BACK = "rolled back"
@@ -88,12 +76,15 @@ class Transport(ABC):
     # --tls, tls_port where it differs.
     default_port: ClassVar[int] = 0
     tls_port: ClassVar[int] = 0
-    # The roles it plays where fewer than its capabilities allow (HTTP: the client's side
-    # only); none: every role its capabilities allow.
-    roles: ClassVar[tuple[str, ...]] = ()
     # deliver()'s sink is called only inside receive(), on the thread that calls it (the
     # library's loop is turned there): the consumer needs no lock around it.
     inline: ClassVar[bool] = False
+
+    @classmethod
+    def plays(cls, role: Role) -> bool:
+        """Whether it plays this role where its capabilities allow it: all of them, unless
+        it says fewer (HTTP: the client's side only)."""
+        return True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -28,6 +28,7 @@ from harness.transports.base import Capability, Transport, TransportError
 from harness.transports.message import Destination, Message
 from harness.transports.options import option
 from harness.transports.reconnect import Reconnecting
+from harness.transports.roles import ROLES, Role
 from harness.transports.settings import Settings
 
 from harness.clock import now_ns
@@ -87,7 +88,6 @@ class HttpTransport(Reconnecting, Transport):
     # Properties are the request's headers.
     capabilities = Capability.QUEUES | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES | \
         Capability.PROPERTIES
-    roles = ("Requestor",)
     Options = HttpOptions
     settings: Settings[HttpOptions]
 
@@ -97,9 +97,13 @@ class HttpTransport(Reconnecting, Transport):
         return f"http@{host}:{port}"
 
     @classmethod
+    def plays(cls, role: Role) -> bool:
+        return role.asks  # the server answers
+
+    @classmethod
     def problems(cls, settings: Settings[HttpOptions]) -> list[tuple[str, str]]:
         out = []
-        if settings.role not in cls.roles:
+        if not cls.plays(ROLES[settings.role]):
             out.append(("-m", "the http transport has only a Requestor: the HTTP server "
                         "answers"))
         if is_url(settings.destination):

@@ -123,7 +123,7 @@ class MqttTransport(NetworkTransport):
             out.append(("--qos", f"MQTT QoS on {name} is 0 to {top_qos}"))
         if options.session_expiry and (version != "5" or options.clean):
             out.append(("--session-expiry", "needs MQTT 5 and --no-clean"))
-        if settings.role == "Responder" and not capabilities & Capability.QUEUES and \
+        if settings.replies and not capabilities & Capability.QUEUES and \
                 settings.threads * settings.processes > 1:
             out.append(("-nt", f"{name} has no shared subscriptions: run one Responder, or "
                         "every responder would answer every request"))
@@ -146,7 +146,7 @@ class MqttTransport(NetworkTransport):
         self.last_publish: Any = None
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
         self.suback_lock = threading.Lock()
-        self.driven = settings.role in ("Sender", "Publisher")
+        self.driven = settings.sends_only
         self.unwritten = 0
         self.next_misc = 0.0
         self.last_attempt = 0.0

@@ -162,7 +162,7 @@ class NatsTransport(DrivenTransport):
 
     @classmethod
     def problems(cls, settings: Settings[NatsOptions]) -> list[tuple[str, str]]:
-        o, role = settings.options, settings.role
+        o = settings.options
         out = []
         if settings.selector:
             out.append(("--selector", "NATS has no selectors; subscribe to a narrower subject "
@@ -192,11 +192,12 @@ class NatsTransport(DrivenTransport):
                 out.append(("--prefetch", "is JetStream's max-ack-pending; core NATS "
                             "delivers as messages come: add --jetstream"))
         else:
-            if role in ("Requestor", "Responder"):
+            if settings.asks or settings.replies:
                 out.append(("--jetstream", "request/reply is core NATS's: drop --jetstream"))
             if settings.persistent and o.storage == "memory":
                 out.append(("-pp", "a memory stream does not persist: --storage file"))
-            if o.pull_batch and role == "Subscriber" and not settings.durable_name:
+            if o.pull_batch and settings.on_topic and settings.consumes and \
+                    not settings.durable_name:
                 out.append(("--pull-batch", "a pull Subscriber needs a durable consumer: give "
                             "--durable-name"))
         return out
@@ -610,16 +611,16 @@ class NatsTransport(DrivenTransport):
     def _subscribe(self, destination: Destination) -> None:
         s, o = self.settings, self.o
         subject = destination.name
-        queue = QUEUE_GROUP if s.role in ("Receiver", "Responder") else ""
+        queue = QUEUE_GROUP if s.competes else ""
         limit = {"pending_msgs_limit": o.pending_limit} if o.pending_limit else {}
         if self.js is None:
-            measure_only = s.role in ("Subscriber", "Receiver")
+            measure_only = s.measures_only
             cb = self._on_measured if measure_only else self._on_message
             self.sub = self._run(self.nc.subscribe(subject, queue=queue, cb=cb, **limit),
                                  f"subscribe to {subject}")
             return
         stream = self._ensure_stream(subject)
-        if s.role == "Receiver":
+        if s.competes and s.measures_only:
             durable = s.durable_name or f"{QUEUE_GROUP}-{stream}"
         elif s.durable_name:
             durable = f"{s.durable_name}{s.process}-{s.thread}".replace(".", "_")

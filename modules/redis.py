@@ -93,13 +93,13 @@ class RedisTransport(Reconnecting, Transport):
     @classmethod
     def capabilities_for(cls, settings: Settings[RedisOptions]) -> Capability:
         # MULTI/EXEC batches a producer's sends; a consumer's read cannot wait inside one.
-        if settings.role in ("Sender", "Publisher"):
+        if settings.sends_only:
             return CAPABILITIES | Capability.TRANSACTIONS
         return CAPABILITIES
 
     @classmethod
     def problems(cls, settings: Settings[RedisOptions]) -> list[tuple[str, str]]:
-        o, role = settings.options, settings.role
+        o = settings.options
         out = []
         if settings.selector:
             out.append(("--selector", "Redis has no selectors; subscribe to a pattern "
@@ -107,10 +107,10 @@ class RedisTransport(Reconnecting, Transport):
         if settings.persistent:
             out.append(("-pp", "Redis persists by its server configuration (appendonly yes, "
                         "appendfsync always), not per message: drop -pp"))
-        if settings.transacted and role not in ("Sender", "Publisher"):
+        if settings.transacted and not settings.sends_only:
             out.append(("-tx", "Redis transactions (MULTI/EXEC) batch a producer's sends; a "
                         "read cannot wait inside one"))
-        pubsub = role in ("Publisher", "Subscriber") and not o.streams
+        pubsub = settings.on_topic and not o.streams
         if pubsub and settings.durable_name:
             out.append(("--durable-name", "pub/sub keeps nothing for a subscriber: add "
                         "--streams"))
@@ -121,10 +121,9 @@ class RedisTransport(Reconnecting, Transport):
     def __init__(self, settings: Settings[RedisOptions]) -> None:
         super().__init__(settings)
         o = self.o = settings.options
-        role = settings.role
         self.client: Any = None
-        self.pubsub_mode = role in ("Publisher", "Subscriber") and not o.streams
-        self.grouped = role in ("Receiver", "Responder")  # reads through a consumer group
+        self.pubsub_mode = settings.on_topic and not o.streams
+        self.grouped = settings.competes  # reads through a consumer group
         self.transacted = settings.transacted
         self.pipe: Any = None
         self.queued: list[int] = []  # sequence numbers of the sends in the pipeline
@@ -139,7 +138,7 @@ class RedisTransport(Reconnecting, Transport):
         self.last_claim = time.monotonic()
         self.reply_key: str | None = None
         # A Responder's replies go to reply streams nobody trims otherwise.
-        maxlen = REPLY_MAXLEN if role == "Responder" else o.maxlen
+        maxlen = REPLY_MAXLEN if self.settings.replies else o.maxlen
         self.trim = (b"MAXLEN", b"~", maxlen) if maxlen else ()  # XADD's arguments
 
     # -- connection
@@ -243,7 +242,7 @@ class RedisTransport(Reconnecting, Transport):
 
     # -- consuming
     def _subscribe(self, destination: Destination) -> None:
-        name, role = destination.name, self.settings.role
+        name = destination.name
         try:
             if self.pubsub_mode:
                 self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
@@ -254,13 +253,13 @@ class RedisTransport(Reconnecting, Transport):
                 # The subscription counts once the server confirms it, as on every broker.
                 while self.pubsub.get_message(timeout=SOCKET_TIMEOUT_S) is not None:
                     pass
-            elif role in ("Receiver", "Responder"):
+            elif self.settings.competes:
                 try:
                     self.client.xgroup_create(name, self.group, id="$", mkstream=True)
                 except redis.exceptions.ResponseError as exc:
                     if "BUSYGROUP" not in str(exc):  # not just made by another receiver
                         raise
-            elif role == "Subscriber" and self.last_id == b"0-0":
+            elif self.settings.on_topic and self.last_id == b"0-0":
                 # From the stream's end when it first subscribed (a reconnect goes on from
                 # where it was).
                 newest = self.client.xrevrange(name, count=1)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from harness.transports.roles import ROLES
+
 OptionsT = TypeVar("OptionsT")  # the transport's options dataclass
 
 
@@ -54,11 +56,51 @@ class Settings(Generic[OptionsT]):
     def role(self) -> str:
         return self.module.partition(".")[2]
 
+    # What the role does, from the role table: a transport asks these, never a role's name.
     @property
     def publishes(self) -> bool:
-        """Whether the role sends to its destination (a subject or topic with wildcards
-        names what to subscribe to, never where to send)."""
-        return self.role in ("Sender", "Publisher", "Requestor")
+        """Whether the role sends to its destination on its own schedule (Sender, Publisher,
+        Requestor; a subject or topic with wildcards names what to subscribe to, never where
+        to send)."""
+        return ROLES[self.role].produces
+
+    @property
+    def sends_only(self) -> bool:
+        """A producer that receives nothing (Sender, Publisher)."""
+        role = ROLES[self.role]
+        return role.produces and not role.consumes
+
+    @property
+    def consumes(self) -> bool:
+        """Whether it receives (a Requestor its replies, a Responder its requests)."""
+        return ROLES[self.role].consumes
+
+    @property
+    def measures_only(self) -> bool:
+        """A consumer that sends nothing back (Receiver, Subscriber)."""
+        role = ROLES[self.role]
+        return role.consumes and not (role.produces or role.replies or role.scenario)
+
+    @property
+    def on_topic(self) -> bool:
+        """Whether its destination is a topic (Publisher, Subscriber), not a queue."""
+        return ROLES[self.role].kind == "topic"
+
+    @property
+    def competes(self) -> bool:
+        """A consumer of a queue, which other consumers of it share (Receiver, Responder)."""
+        role = ROLES[self.role]
+        return role.consumes and role.kind == "queue" and not role.asks
+
+    @property
+    def asks(self) -> bool:
+        """It sends requests and waits for their replies (Requestor)."""
+        return ROLES[self.role].asks
+
+    @property
+    def replies(self) -> bool:
+        """It answers each request to its reply-to (Responder)."""
+        return ROLES[self.role].replies
 
     def address(self, default_port: int) -> tuple[str, int]:
         return self.host or "127.0.0.1", self.port or default_port

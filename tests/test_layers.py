@@ -115,3 +115,20 @@ def test_the_layer_test_sees_an_upward_import() -> None:
     """The check itself works: the engine importing the screen would be caught."""
     assert layer_of("harness.engine.runner") < layer_of("harness.screen.app")
     assert layer_of("harness.transports.stomp") < layer_of("harness.spec.options")
+
+
+def test_no_transport_names_a_role_it_asks_the_role_table_instead() -> None:
+    """A transport asks what a role does (Settings.sends_only, .consumes, .on_topic, .asks,
+    .replies, ...), so that a new role is a row of harness.transports.roles, not an edit of
+    every driver. A role's name may appear in prose (an error message), never as a string
+    compared or listed."""
+    from harness.transports.roles import ROLES
+
+    named = []
+    for path in sorted((ROOT / "modules").glob("*.py")):
+        if path.name == "roles.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in ROLES:
+                named.append(f"{path.name}:{node.lineno}: {node.value!r}")
+    assert not named, named

@@ -20,8 +20,7 @@ def list_modules() -> None:
             console.print(f"  ({transport_name}: {exc.problem})", markup=False, style="dim")
             continue
         for role_name, role in ROLES.items():
-            plays = not transport.roles or role_name in transport.roles
-            if plays and all(cap & transport.capabilities for cap in role.needs):
+            if transport.plays(role) and all(cap & transport.capabilities for cap in role.needs):
                 console.print(f"{transport_name + '.' + role_name:<{width}} {role.summary}",
                               markup=False)
         features = ", ".join(c.name.lower().replace("_", " ") for c in type(
