@@ -42,6 +42,7 @@ from typing import Any
 from harness.distributed.cluster import ClusterSpec
 from harness.distributed.driver import DistributedRun
 from harness.distributed.node import stream_to
+from harness.distributed.shipping import Shipper
 from harness.distributed.wire import Link
 from harness.engine.runner import Controller
 from harness.screen.app import RunApp
@@ -84,7 +85,8 @@ def one_machine(seconds: float, output: Path, stream: bool) -> Row:
     sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
     assert sink.stdout is not None
     link = Link(socket.create_connection(("127.0.0.1", int(sink.stdout.readline()))))
-    forward = stream_to(link, "bench")
+    # What a node sends: each interval's reports and what its files gained.
+    forward = stream_to(link, "bench", Shipper(controller.run_dir, link.send))
     spent = [0.0]
 
     def timed(index: int, reports: list[Any]) -> None:

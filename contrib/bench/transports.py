@@ -650,7 +650,7 @@ def fed_consumer(seconds: float, rate: int, producer: str, consumer: str, flags:
     name = destination(producer.startswith("mqtt"))
     feed = ["-m", producer, "-d", name, *paced(rate), *flags]
     if bare_side is None:
-        rates = harness(seconds, feed, ["-m", consumer, "-d", name, *flags])
+        rates = harness(seconds, feed, ["-m", consumer, "-d", name, *receiving(flags)])
         result = rates[consumer.split(".")[1].lower()]
     else:
         kind, broker, send, receive = bare_side
@@ -682,14 +682,14 @@ def together_consumers(seconds: float, rate: int, producer: str, consumer: str,
     if swap:
         names.reverse()
     if BASELINE:  # the other harness in the bare loop's place
-        child = harness_start(seconds, ["-m", consumer, "-d", names[0], *flags],
+        child = harness_start(seconds, ["-m", consumer, "-d", names[0], *receiving(flags)],
                               warmup=FED_WARMUP - 1, cpu=consumers_cpu, python=BASELINE[0])
     else:
         child = bare_child(receive, broker, bare_destination(kind, send, names[0]), seconds,
                            FED_WARMUP, cpu=consumers_cpu)
     # A run of one group is one process. Its window opens about when the bare loop's does
     # (a run starts in about a second), and both close well before the producers stop.
-    ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *flags],
+    ours = harness_start(seconds, ["-m", consumer, "-d", names[1], *receiving(flags)],
                          warmup=FED_WARMUP - 1, cpu=consumers_cpu)
     time.sleep(1.5)  # both subscribed before the first message
     harness(seconds + FED_WARMUP + 1, *(["-m", producer, "-d", name, *paced(rate), *flags]
@@ -720,8 +720,9 @@ def together_producers(seconds: float, rate: int, producer: str, consumer: str,
     # Behind unthrottled producers the consumers only keep the broker from holding them back:
     # what they have not taken when the producers stop is left.
     drain = 2.0 if producer.startswith("mqtt") or not rate else 60.0
-    consumers = harness_start(seconds + FED_WARMUP + 4, *(["-m", consumer, "-d", name, *flags]
-                                                          for name in names[::-1 if swap else 1]),
+    consumers = harness_start(seconds + FED_WARMUP + 4,
+                              *(["-m", consumer, "-d", name, *receiving(flags)]
+                                for name in names[::-1 if swap else 1]),
                               drain=drain, cpu=consumers_cpu)
     time.sleep(2.5)  # both subscribed before the first message (two processes start)
     child = bare_child(send, broker, bare_destination(kind, send, names[0]), seconds,
@@ -745,13 +746,33 @@ def forget(name: str, flags: list[str], producer: str) -> None:
         redis.Redis().delete(name)
 
 
+def receiving(flags: list[str]) -> list[str]:
+    """The flags a consumer group takes: a producer's own options (those for the groups
+    that send) left out, which a consumer refuses."""
+    from harness.spec.options import table
+
+    send_only = {f"--{o.key}": o for o in table().values() if o.side == "send"}
+    out: list[str] = []
+    skip = False
+    for flag in flags:
+        if skip:
+            skip = False
+            continue
+        option = send_only.get(flag)
+        if option is None:
+            out.append(flag)
+        else:
+            skip = option.type is not bool
+    return out
+
+
 def harness_case(seconds: float, producer: str, consumer: str, flags: list[str],
                  rate: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     name = destination(producer.startswith("mqtt"))
     # At QoS 0 Mosquitto drops what the subscriber cannot take: the destination's balance
     # never closes, and a long drain would only wait it out.
     rates = harness(seconds, ["-m", producer, "-d", name, *paced(rate), *flags],
-                    ["-m", consumer, "-d", name, *flags],
+                    ["-m", consumer, "-d", name, *receiving(flags)],
                     drain=2.0 if producer.startswith("mqtt") else 60.0)
     forget(name, flags, producer)
     return rates[producer.split(".")[1].lower()], rates[consumer.split(".")[1].lower()]
