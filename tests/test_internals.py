@@ -1,0 +1,66 @@
+"""The client libraries' internals the harness relies on, checked one by one: when an upgrade
+changes one, this fails naming it, instead of a transport going wrong in a run. pyproject.toml
+bounds each of these libraries to the major release tested."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+from harness.stats.histogram import _acyclic, counts_indexes, counts_view, new_histogram
+
+
+def test_hdrhistogram_counts_are_indexed_as_the_harness_computes_them() -> None:
+    # harness.stats.histogram folds a buffer of values in with NumPy, computing each value's
+    # counts index itself: it must agree with the library's own, over the whole range.
+    histogram = new_histogram()
+    values = np.unique(np.geomspace(1, 3_600_000_000, 5_000).astype(np.int64))
+    ours = counts_indexes(histogram, values)
+    theirs = [histogram._counts_index_for(int(v)) for v in values]
+    assert ours.tolist() == theirs, "hdrhistogram's counts index changed"
+    view = counts_view(histogram)
+    histogram.record_value(1234)
+    assert view.sum() == 1, "hdrhistogram's counts are no longer a ctypes array to share"
+
+
+def test_hdrhistogram_encoder_points_back_at_its_histogram() -> None:
+    histogram = HdrHistogram(1, 3_600_000_000, 3)
+    assert histogram.encoder.histogram is histogram, "hdrhistogram's encoder changed"
+    _acyclic(histogram)
+    histogram.record_value(5)
+    assert HdrHistogram.decode(histogram.encode()).get_total_count() == 1
+
+
+def test_nats_py_publish_is_a_coroutine_driven_by_hand() -> None:
+    # modules/nats.py drives nats-py's publish coroutine to its end outside the loop
+    # (coroutine.send(None)) and reads the client's pending buffer size.
+    from nats.aio.client import Client
+
+    assert inspect.iscoroutinefunction(Client.publish), "nats-py's publish is no coroutine"
+    assert isinstance(getattr(Client, "pending_data_size", None), property), \
+        "nats-py's Client.pending_data_size is gone"
+
+
+def test_pika_keeps_its_transport_whose_write_buffer_the_amqp_transport_reads() -> None:
+    from pika.adapters import base_connection
+
+    assert "self._transport" in inspect.getsource(base_connection.BaseConnection.__init__), \
+        "pika's connection no longer keeps _transport (modules/amqp.py _unwritten)"
+
+
+def test_proton_blocking_connection_notes_a_lost_transport_in_disconnected() -> None:
+    # modules/amqp10.py turns the container itself and asks BlockingConnection.disconnected
+    # after each step: Proton's handler only notes a lost transport there.
+    import proton.utils
+
+    source = inspect.getsource(proton.utils.BlockingConnection)
+    assert "self.disconnected" in source, "Proton's BlockingConnection.disconnected is gone"
+
+
+def test_asyncio_lets_a_thread_enter_a_loop_by_hand() -> None:
+    # modules/turned.py enters a loop without run_forever().
+    assert callable(asyncio.events._set_running_loop)
+    assert callable(asyncio.events._get_running_loop)
