@@ -324,7 +324,7 @@ class StompTransport(NetworkTransport):
         return Message(frame.body, producer, seq, ts, sent, crc, None, h.get("correlation-id"),
                        Destination("queue", reply_to) if reply_to else None,
                        h.get("persistent") == "true",
-                       (h.get("ack") or h.get("message-id"), h.get("subscription")))
+                       (h.get("ack") or h.get("message-id"), h.get("subscription"), self.conn))
 
     def redelivered(self, headers: dict[str, str]) -> None:
         if headers.get("redelivered") == "true":
@@ -336,7 +336,11 @@ class StompTransport(NetworkTransport):
     def ack(self, message: Message) -> None:
         if self.ack_mode == "auto" or message.handle is None:
             return
-        ack_id, subscription = message.handle
+        ack_id, subscription, conn = message.handle
+        if conn is not self.conn:
+            # Delivered on a connection since lost: the broker delivers it again (an ack on
+            # the new connection would be its error, one a message).
+            return
         try:
             if isinstance(self.conn, stomp.Connection11):
                 self.conn.ack(ack_id, subscription, transaction=self.transaction)

@@ -43,6 +43,8 @@ class Case:
     producer: str
     consumer: str = ""
     durable: bool = False
+    # A Requestor waits for each reply: on two busy cores its round trip bounds its rate.
+    rate: int = RATE
 
     @property
     def role(self) -> str:
@@ -56,7 +58,7 @@ class Case:
         else:
             destination = f"fault.{uuid.uuid4().hex[:10]}"
         at = f"-d {destination} --port {port}"
-        out = [*f"{self.producer} {at} -rt {RATE}".split()]
+        out = [*f"{self.producer} {at} -rt {self.rate}".split()]
         if self.consumer:
             out += ["-g", f"{self.consumer} {at}"]
         return out
@@ -142,7 +144,7 @@ def problems(row: dict[str, Any]) -> list[str]:
             # A receive that found the connection down is one error an outage, not one a
             # poll.
             out.append(f"{name}: {group['errors']} errors in {group['reconnects']} outages")
-    if row["after"] < 1.5 * RATE:
+    if row["after"] < 1.5 * case.rate:
         out.append(f"sent {row['after']} in the last 3 s")
     if f"outage {next(iter(groups))}" not in row["stdout"]:
         out.append("no outage line")
@@ -184,7 +186,9 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
     (Nats, [Case("nats core", "nats", "-m nats.Publisher", "-m nats.Subscriber"),
             Case("nats JetStream (file)", "nats", *JETSTREAM, durable=True),
             Case("nats JetStream pull (file)", "nats", JETSTREAM[0],
-                 f"{JETSTREAM[1]} --pull-batch 50", durable=True)]),
+                 f"{JETSTREAM[1]} --pull-batch 50", durable=True),
+            Case("nats request/reply", "nats", "-m nats.Requestor", "-m nats.Responder",
+                 rate=50)]),
     # Mosquitto keeps a persistent session's messages on disk only at its autosave or
     # shutdown: a crash may lose them, so the path is not durable here.
     (Mosquitto, [Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
@@ -193,9 +197,13 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
     (RabbitMQ, [Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
                 Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
                 Case("amqp10 on RabbitMQ", "amqp", *AMQP10, durable=True),
-                Case("stomp on RabbitMQ", "stomp", *STOMP_RABBIT, durable=True)]),
+                Case("stomp on RabbitMQ", "stomp", *STOMP_RABBIT, durable=True),
+                Case("amqp request/reply on RabbitMQ", "amqp", "-m amqp.Requestor",
+                     "-m amqp.Responder", rate=50)]),
     (ActiveMQ, [Case("stomp on ActiveMQ", "stomp", *STOMP_AMQ, durable=True),
-                Case("stomp transacted on ActiveMQ", "stomp", *STOMP_AMQ_TX, durable=True)]),
+                Case("stomp transacted on ActiveMQ", "stomp", *STOMP_AMQ_TX, durable=True),
+                Case("stomp topics on ActiveMQ", "stomp", "-m stomp.Publisher --flavour "
+                     "activemq", "-m stomp.Subscriber --flavour activemq")]),
 ]
 CRASH_RUN_S = 24  # long enough for the slowest server to start again and be used a while
 
@@ -236,8 +244,8 @@ def test_every_transport_rides_out_a_crash_of_its_server(tmp_path: Path, brokers
 
 # -- the cut: the shared brokers behind a proxy ------------------------------------------------
 
-SHARED = {"stomp-activemq": 61613, "stomp-rabbitmq": 61614, "mqtt": 1883, "amqp": 5672,
-          "nats": 4222, "redis": 6379, "http": 8090}
+SHARED = {"stomp-activemq": 61613, "stomp-rabbitmq": 61614, "mqtt": 1883, "mqtt-rabbitmq": 1885,
+          "amqp": 5672, "nats": 4222, "redis": 6379, "http": 8090}
 CUTS = [
     Case("stomp on ActiveMQ", "stomp-activemq", *STOMP_AMQ, durable=True),
     Case("stomp on RabbitMQ", "stomp-rabbitmq", *STOMP_RABBIT, durable=True),
@@ -254,6 +262,18 @@ CUTS = [
     Case("redis pub/sub", "redis", "-m redis.Publisher", "-m redis.Subscriber"),
     Case("redis streams", "redis", "-m redis.Sender", "-m redis.Receiver", durable=True),
     Case("http on nginx", "http", "-m http.Requestor --method GET"),
+    # The other roles: topics, request/reply, MQTT on the JMS brokers.
+    Case("stomp topics on ActiveMQ", "stomp-activemq", "-m stomp.Publisher --flavour activemq",
+         "-m stomp.Subscriber --flavour activemq"),
+    Case("stomp request/reply on ActiveMQ", "stomp-activemq",
+         "-m stomp.Requestor --flavour activemq", "-m stomp.Responder --flavour activemq",
+         rate=50),
+    Case("amqp topics on RabbitMQ", "amqp", "-m amqp.Publisher", "-m amqp.Subscriber"),
+    Case("amqp request/reply on RabbitMQ", "amqp", "-m amqp.Requestor", "-m amqp.Responder",
+         rate=50),
+    Case("nats request/reply", "nats", "-m nats.Requestor", "-m nats.Responder", rate=50),
+    Case("mqtt on RabbitMQ", "mqtt-rabbitmq", "-m mqtt.Publisher --qos 1 --flavour rabbitmq",
+         "-m mqtt.Subscriber --qos 1 --flavour rabbitmq"),
 ]
 CUT_RUN_S = 14
 
@@ -273,6 +293,8 @@ def through_a_cut(tmp_path: Path, case: Case) -> dict[str, Any]:
 
 
 def test_every_transport_rides_out_a_cut_connection(tmp_path: Path, brokers: Any) -> None:
-    with ThreadPoolExecutor(len(CUTS)) as pool:
+    # Nine at a time: all eighteen at once on two cores slowed the persistent STOMP sends'
+    # receipts past what the run's last seconds measure.
+    with ThreadPoolExecutor(9) as pool:
         rows = list(pool.map(lambda case: through_a_cut(tmp_path, case), CUTS))
     check("cut", rows)
