@@ -172,8 +172,9 @@ def group_spec(given: dict[str, Any]) -> GroupSpec:
 
 
 # The roles that send (a Responder its replies) and that receive (a Requestor its replies).
-SIDES = {"send": ("Sender", "Publisher", "Requestor", "Responder"),
-         "receive": ("Receiver", "Subscriber", "Requestor", "Responder")}
+SIDES = {"send": tuple(n for n, r in ROLES.items() if (r.produces or r.replies)
+                       and not r.scenario),
+         "receive": tuple(n for n, r in ROLES.items() if r.consumes and not r.scenario)}
 NOT_ON = {"send": "sends nothing", "receive": "receives nothing"}
 
 
@@ -213,21 +214,20 @@ def parse_module(text: str) -> tuple[str, str]:
 
 def _check_role_options(group: GroupSpec, role_name: str) -> None:
     """Options the group's role has no use for, refused rather than ignored."""
-    if role_name in ("Receiver", "Subscriber", "Responder"):
+    role = ROLES[role_name]
+    if role.consumes and not role.produces and not role.scenario:
         # A consumer sends nothing; a Responder sends the request's own body back.
-        what = "sends nothing" if role_name != "Responder" else \
-            "answers with each request's own body"
+        what = "answers with each request's own body" if role.replies else "sends nothing"
         for flag, given in (("--type", group.body_type != "bytes"), ("-mf", group.body_file),
                             ("--property", group.properties), ("-co", group.correlation_id),
-                            ("-pp", group.persistent and role_name != "Responder")):
+                            ("-pp", group.persistent and not role.replies)):
             if given:
                 raise BadInput(flag, f"a {role_name} {what}: this is for the groups that "
                                "send (Sender, Publisher, Requestor)")
-    if role_name in ("Sender", "Publisher") and group.crc:
+    if role.produces and not role.consumes and group.crc:
         raise BadInput("--crc", f"a {role_name} receives nothing: this is for the groups that "
-                       "receive (Receiver, Subscriber, Requestor, Responder)")
-    if role_name not in ("Requestor", "Handler", "TopicHandler") and \
-            group.reply_timeout != GroupSpec.reply_timeout:
+                       f"receive ({', '.join(SIDES['receive'])})")
+    if not (role.asks or role.scenario) and group.reply_timeout != GroupSpec.reply_timeout:
         raise BadInput("--reply-timeout", f"only a Requestor waits for replies, not a "
                        f"{role_name}")
 
