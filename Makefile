@@ -18,7 +18,7 @@ bench:
 # The manual (contrib/docs), built strictly into build/docs.
 docs:
 	bash contrib/setup/venv.sh
-	cd contrib/docs && NO_MKDOCS_2_WARNING=1 ../../.venv/bin/mkdocs build --strict
+	cd contrib/docs && ../../.venv/bin/mkdocs build --strict
 
 lint:
 	.venv/bin/ruff check harness modules contrib tests

@@ -1,8 +1,10 @@
 """The transports. A module name reads `<transport>.<Role>`, like `loopback.Sender`.
 
-Installed as `harness.transports` (the repository keeps them in modules/). Each is imported
-only when used, so that a client library that is not installed matters only to its own
-transport, and asking for it says which extra to install.
+Installed as `harness.modules`, the folder modules/ in three parts: interface/ (what a
+transport implements), kit/ (helpers it may use) and one file per driver beside them, which
+imports those two and never another driver. Each driver is imported only when used, so that
+a client library that is not installed matters only to its own transport, and asking for it
+says which extra to install.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-from harness.transports.base import Transport
+from harness.modules.interface.base import Transport
 
 from harness.errors import BadInput
 
@@ -21,14 +23,15 @@ class Entry(NamedTuple):
 
 
 TRANSPORTS: dict[str, Entry] = {
-    "loopback": Entry("harness.transports.loopback:LoopbackTransport", ""),
-    "stomp": Entry("harness.transports.stomp:StompTransport", ""),
-    "mqtt": Entry("harness.transports.mqtt:MqttTransport", ""),
-    "amqp": Entry("harness.transports.amqp:AmqpTransport", "amqp"),
-    "amqp10": Entry("harness.transports.amqp10:Amqp10Transport", "amqp10"),
-    "nats": Entry("harness.transports.nats:NatsTransport", "nats"),
-    "redis": Entry("harness.transports.redis:RedisTransport", "redis"),
-    "http": Entry("harness.transports.http:HttpTransport", "http"),
+    "loopback": Entry("harness.modules.loopback:LoopbackTransport", ""),
+    "stomp": Entry("harness.modules.stomp:StompTransport", ""),
+    "mqtt": Entry("harness.modules.mqtt:MqttTransport", ""),
+    "amqp": Entry("harness.modules.amqp:AmqpTransport", "amqp"),
+    "amqp10": Entry("harness.modules.amqp10:Amqp10Transport", "amqp10"),
+    "nats": Entry("harness.modules.nats:NatsTransport", "nats"),
+    "redis": Entry("harness.modules.redis:RedisTransport", "redis"),
+    "http": Entry("harness.modules.http:HttpTransport", "http"),
+    "kafka": Entry("harness.modules.kafka:KafkaTransport", "kafka"),
 }
 DISTRIBUTION = "broker-harness"
 

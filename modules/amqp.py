@@ -33,12 +33,18 @@ from typing import Any
 
 import pika
 import pika.exceptions
-from harness.transports.base import COMMIT_IN_DOUBT, Capability, TransportError
-from harness.transports.driven import DrivenTransport
-from harness.transports.message import HEADER, Destination, Message, from_header, header
-from harness.transports.options import option
-from harness.transports.selector import MicrosecondEpoll
-from harness.transports.settings import Settings
+from harness.modules.interface.base import COMMIT_IN_DOUBT, Capability, TransportError
+from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
+from harness.modules.interface.optional import (
+    Acknowledgements,
+    Declarations,
+    TemporaryQueues,
+    Transactions,
+)
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.driven import DrivenTransport
+from harness.modules.kit.selector import MicrosecondEpoll
 from pika.adapters.select_connection import EPollPoller, IOLoop, SelectConnection
 from pika.adapters.utils.connection_workflow import (
     AMQPConnectionWorkflowFailed,
@@ -140,7 +146,7 @@ class _Poller(EPollPoller):
 
 
 class _IOLoop(IOLoop):
-    """pika's IOLoop waiting to the microsecond (harness.transports.selector), for a producer
+    """pika's IOLoop waiting to the microsecond (harness.modules.kit.selector), for a producer
     with confirms. pika has no public way to give its poller; these two hooks are the ones
     its own pollers use."""
 
@@ -154,10 +160,12 @@ BROKER_EXCHANGES = {"amq.direct": "direct", "amq.topic": "topic", "amq.fanout": 
                     "amq.headers": "headers", "amq.match": "headers"}
 
 
-class AmqpTransport(DrivenTransport):
+class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transactions,
+                    TemporaryQueues):
     name = "amqp"
     default_port = DEFAULT_PORT
     flavours = FLAVOURS
+    protocols = ("0-9-1",)
     description = "AMQP 0-9-1 via pika (RabbitMQ's own protocol)"
     capabilities = _BASE
     Options = AmqpOptions
@@ -322,7 +330,7 @@ class AmqpTransport(DrivenTransport):
             if s.cert:
                 context.load_cert_chain(s.cert, s.key)
             ssl_options = pika.SSLOptions(context, host)
-        client = self.client_id(stable=False)
+        client = self.settings.connection_id(stable=False)
         return pika.ConnectionParameters(
             host, port, o.vhost or "/", credentials, ssl_options=ssl_options,
             heartbeat=math.ceil(o.heartbeat_ms / 1000), connection_attempts=1,

@@ -34,11 +34,12 @@ import proton
 import proton.handlers
 import proton.reactor
 import proton.utils
-from harness.transports.base import Capability, TransportError
-from harness.transports.driven import DrivenTransport
-from harness.transports.message import HEADER, Destination, Message, from_header, header
-from harness.transports.options import option
-from harness.transports.settings import Settings
+from harness.modules.interface.base import Capability, TransportError
+from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
+from harness.modules.interface.optional import Acknowledgements, Declarations, TemporaryQueues
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.driven import DrivenTransport
 
 from harness.clock import now_ns
 
@@ -107,10 +108,11 @@ class _Inbound(proton.handlers.MessagingHandler):
             transport.dispatching = False
 
 
-class Amqp10Transport(DrivenTransport):
+class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, TemporaryQueues):
     name = "amqp10"
     default_port = DEFAULT_PORT
     flavours = tuple(FLAVOURS)
+    protocols = ("1.0",)
     description = "AMQP 1.0 via python-qpid-proton"
     capabilities = FLAVOURS["rabbitmq"]
     Options = Amqp10Options
@@ -220,7 +222,7 @@ class Amqp10Transport(DrivenTransport):
                 ssl_domain.set_credentials(s.cert, s.key, None)
         container = proton.reactor.Container()
         # A durable subscription is found again by its container id and link name.
-        client = self.client_id(stable=bool(s.durable_name))
+        client = self.settings.connection_id(stable=bool(s.durable_name))
         if client:
             container.container_id = client
         try:

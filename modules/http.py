@@ -24,12 +24,13 @@ from urllib.parse import urlsplit
 
 import urllib3
 import urllib3.exceptions
-from harness.transports.base import Capability, Transport, TransportError
-from harness.transports.message import Destination, Message
-from harness.transports.options import option
-from harness.transports.reconnect import Reconnecting
-from harness.transports.roles import ROLES, Role
-from harness.transports.settings import Settings
+from harness.modules.interface.base import Capability, Transport, TransportError
+from harness.modules.interface.message import Destination, Message
+from harness.modules.interface.optional import TemporaryQueues
+from harness.modules.interface.options import option
+from harness.modules.interface.roles import ROLES, Role
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.reconnect import Reconnecting
 
 from harness.clock import now_ns
 
@@ -81,7 +82,7 @@ def _url_problems(destination: str) -> list[str]:
     return [] if url.hostname else [f"{destination!r}: no host"]
 
 
-class HttpTransport(Reconnecting, Transport):
+class HttpTransport(Reconnecting, Transport, TemporaryQueues):
     name = "http"
     default_port, tls_port = 80, 443
     description = "HTTP request/reply via urllib3 (Requestor only; the server answers)"

@@ -14,14 +14,43 @@ import itertools
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
-from harness.transports.base import Capability, Transport, TransportError
-from harness.transports.inbox import Full, Inbox
-from harness.transports.message import Destination, Message
-from harness.transports.settings import Settings
+from harness.modules.interface.base import Capability, Transport, TransportError
+from harness.modules.interface.message import Destination, Message
+from harness.modules.interface.optional import EmbeddedBroker, TemporaryQueues, Transactions
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.inbox import Full, Inbox
 
 FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
+
+
+def parse_fault(text: str) -> tuple[str, str, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in FAULT_ACTIONS or not parts[2].isdigit() \
+            or int(parts[2]) < 1:
+        raise ValueError(f"{text!r} is not ACTION:DESTINATION:N with ACTION one of "
+                         f"{', '.join(FAULT_ACTIONS)} and N >= 1")
+    return parts[0], parts[1], int(parts[2])
+
+
+@dataclass(frozen=True)
+class LoopbackOptions:
+    """Run-wide: one broker serves every loopback group of a process."""
+
+    loopback_capacity: float = option(
+        0.0, "Simulate a broker that serves this many msg/s in all (one FIFO server, "
+        "messages queue behind it); 0 = as fast as the hand-off.", scope="run", low=0)
+    loopback_delay: float = option(
+        0.0, "Milliseconds the simulated broker adds to every message (a fixed service or "
+        "network time).", scope="run", low=0)
+    faults: tuple[tuple[str, str, int], ...] | None = option(
+        None, "Loopback fault ACTION:DESTINATION:N, ACTION one of "
+        f"{', '.join(FAULT_ACTIONS)}, N the n-th message sent there (repeatable; for tests).",
+        key="inject", scope="run", multiple=True,
+        convert=lambda items: tuple(parse_fault(f) for f in items or []))
 
 
 # Messages a queue (or one topic subscriber) holds before senders are held back, as a real
@@ -222,10 +251,19 @@ def reset_broker(capacity: float = 0.0, delay_s: float = 0.0) -> Broker:
     return _broker
 
 
-class LoopbackTransport(Transport):
+class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues):
     name = "loopback"
-    embedded = True
     description = "embedded in-process broker (no server; one broker per process)"
+    Options = LoopbackOptions
+
+    @classmethod
+    def start_broker(cls, options: dict[str, Any]) -> None:
+        given = {key: options[key] for key in ("loopback_capacity", "loopback_delay", "faults")
+                 if key in options}
+        o = LoopbackOptions(**given)
+        started = reset_broker(o.loopback_capacity, o.loopback_delay / 1000)
+        for action, destination, nth in o.faults or ():
+            started.inject(action, destination, nth)
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:

@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
-from harness.transports.base import Capability, TransportError
-from harness.transports.message import Destination, Message, frame, unframe
-from harness.transports.network import NetworkTransport
-from harness.transports.options import option
-from harness.transports.settings import Settings
+from harness.modules.interface.base import Capability, TransportError
+from harness.modules.interface.message import Destination, Message, frame, unframe
+from harness.modules.interface.optional import ClientLoop, FramedSends, TemporaryQueues
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.network import NetworkTransport
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -97,10 +98,11 @@ def _topic_problems(settings: Settings[Any]) -> list[str]:
     return []
 
 
-class MqttTransport(NetworkTransport):
+class MqttTransport(NetworkTransport, FramedSends, ClientLoop, TemporaryQueues):
     name = "mqtt"
     default_port = DEFAULT_PORT
     flavours = tuple(FLAVOURS)
+    protocols = ("3.1.1", "5")  # which a flavour speaks: FLAVOURS
     description = "MQTT 3.1.1/5 via paho-mqtt"
     capabilities = FLAVOURS["mosquitto"][0]
     Options = MqttOptions
@@ -193,7 +195,7 @@ class MqttTransport(NetworkTransport):
     def open(self) -> None:
         s, options = self.settings, self.settings.options
         host, port = s.address(DEFAULT_PORT)
-        client_id = self.client_id(stable=not self.clean) or f"harness-{uuid.uuid4().hex[:16]}"
+        client_id = s.connection_id(stable=not self.clean) or f"harness-{uuid.uuid4().hex[:16]}"
         client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
                              protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
                              clean_session=None if self.v5 else self.clean)

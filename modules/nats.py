@@ -12,7 +12,7 @@ costs more than a bare publish loop's pass (contrib/bench/loop_turn.py measures 
 first core NATS sends since a write (a paced producer's) are not queued: nats-py's publish
 coroutine is driven to its end on this thread outside the loop (in send_frame), and the
 write is one pass of the loop for nats-py's flusher. The thread enters the loop through
-TurnedLoop.turn() (harness.transports.turned), not run_forever(), which is cheaper with the
+TurnedLoop.turn() (harness.modules.kit.turned), not run_forever(), which is cheaper with the
 caches cold. A turn that only waits (a consumer's receive, a JetStream producer waiting for
 its next send with acknowledgements outstanding) runs the loop until its timer, or what it
 waits for, stops it, with no task: each acknowledgement is timed as it arrives without the
@@ -20,7 +20,7 @@ producer's thread leaving the loop. nats-py reconnects by itself while the loop 
 disconnect and reconnect callbacks count the outage. What these choices save is in
 contrib/bench/RESULTS.md.
 
-The harness's fields travel in front of the body (harness.transports.message.frame): nats-py
+The harness's fields travel in front of the body (harness.modules.interface.message.frame): nats-py
 parses headers in Python, which would cost a consumer more than the rest of the message;
 --property values are NATS headers.
 
@@ -43,8 +43,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Iterable
@@ -54,13 +56,19 @@ from typing import Any
 import nats
 import nats.errors
 import nats.js.errors
-from harness.transports.base import Capability, TransportError
-from harness.transports.driven import DrivenTransport
-from harness.transports.message import Destination, Message, frame, unframe
-from harness.transports.options import option
-from harness.transports.selector import MicrosecondSelector
-from harness.transports.settings import Settings
-from harness.transports.turned import TurnedLoop
+from harness.modules.interface.base import Capability, TransportError
+from harness.modules.interface.message import Destination, Message, frame, unframe
+from harness.modules.interface.optional import (
+    Acknowledgements,
+    Declarations,
+    FramedSends,
+    TemporaryQueues,
+)
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.driven import DrivenTransport
+from harness.modules.kit.selector import MicrosecondSelector
+from harness.modules.kit.turned import TurnedLoop
 from nats.js import api
 
 from harness.clock import now_ns
@@ -140,7 +148,8 @@ def _subject_problems(settings: Settings[Any]) -> list[str]:
     return []
 
 
-class NatsTransport(DrivenTransport):
+class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements,
+                    TemporaryQueues):
     # nats-py's publish is cheap next to a turn of the loop: a turn every 64 sends was a
     # large share of an unthrottled producer's cost (the bare loop writes only when
     # nats-py's buffer fills).
@@ -423,15 +432,18 @@ class NatsTransport(DrivenTransport):
     def open(self) -> None:
         s, o = self.settings, self.o
         host, port = s.address(DEFAULT_PORT)
+        if self.loop.is_closed():  # opened again after close() (--connect-retry)
+            self.loop = TurnedLoop(MicrosecondSelector() if self.exact_waits else None)
         tls = None
         if s.tls:
+            _require_tls(host, port)
             tls = ssl.create_default_context(cafile=s.ca)
             if s.cert:
                 tls.load_cert_chain(s.cert, s.key)
         scheme = "tls" if s.tls else "nats"
         try:
             self.nc = self.loop.run_until_complete(self._first_connect(
-                f"{scheme}://{host}:{port}", name=self.client_id(stable=False),
+                f"{scheme}://{host}:{port}", name=self.settings.connection_id(stable=False),
                 user=s.user, password=s.password, tls=tls, connect_timeout=CONNECT_TIMEOUT_S,
                 pending_size=PENDING_SIZE,
                 allow_reconnect=True, max_reconnect_attempts=-1,
@@ -811,6 +823,25 @@ class _Resumed:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _require_tls(host: str, port: int) -> None:
+    """nats-py upgrades to TLS only when the server's INFO requires it: given a TLS context,
+    it still speaks in clear (credentials included) to a server that does not. --tls must
+    never do that, so the INFO is read first, on a connection of our own."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S) as sock:
+            line = sock.makefile("rb").readline(65536)
+    except OSError as exc:
+        raise TransportError(f"cannot connect to {host}:{port}: {exc.strerror or exc}",
+                             kind="connect") from None
+    try:
+        info = json.loads(line.partition(b" ")[2]) if line.startswith(b"INFO ") else {}
+    except ValueError:
+        info = {}
+    if not info.get("tls_required"):
+        raise TransportError(f"--tls: the server at {host}:{port} does not require TLS, and "
+                             "nats-py would connect to it in clear", kind="connect")
 
 
 def _reason(exc: BaseException | None) -> str:

@@ -30,17 +30,25 @@ import contextlib
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 import redis.exceptions
-from harness.transports.base import Capability, Transport, TransportError
-from harness.transports.message import Destination, Message, frame, unframe
-from harness.transports.options import option
-from harness.transports.reconnect import Reconnecting
-from harness.transports.settings import Settings
+from harness.modules.interface.base import Capability, Transport, TransportError
+from harness.modules.interface.message import Destination, Message, frame, unframe
+from harness.modules.interface.optional import (
+    Acknowledgements,
+    ClientLoop,
+    Declarations,
+    FramedSends,
+    TemporaryQueues,
+    Transactions,
+)
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.inline import InlineFrames
+from harness.modules.kit.reconnect import Reconnecting
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -76,14 +84,14 @@ def is_pattern(name: str) -> bool:
     return any(c in name for c in "*?[")
 
 
-class RedisTransport(Reconnecting, Transport):
+class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineFrames,
+                     ClientLoop, Acknowledgements, Transactions, TemporaryQueues):
     name = "redis"
     default_port = DEFAULT_PORT
     description = "Redis via redis-py: pub/sub channels and Streams (consumer groups)"
     capabilities = CAPABILITIES
     Options = RedisOptions
     settings: Settings[RedisOptions]
-    inline = True  # deliver()'s frames are handed payloads inside receive()
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
@@ -129,10 +137,9 @@ class RedisTransport(Reconnecting, Transport):
         self.queued: list[int] = []  # sequence numbers of the sends in the pipeline
         self.pubsub: Any = None
         self.group = settings.durable_name or GROUP
-        self.consumer: str = self.client_id(stable=True)  # type: ignore[assignment]
+        self.consumer: str = self.settings.connection_id(stable=True)  # type: ignore[assignment]
         self.count = o.prefetch or DEFAULT_COUNT
         self.buffer: deque[tuple[bytes, bytes]] = deque()  # (entry id, payload) read ahead
-        self.frames: Callable[[bytes], None] | None = None  # deliver()'s
         self.to_ack: list[bytes] = []
         self.last_id = b"0-0"  # an independent reader's (Subscriber, Requestor) position
         self.last_claim = time.monotonic()
@@ -150,7 +157,7 @@ class RedisTransport(Reconnecting, Transport):
             ssl=s.tls, ssl_ca_certs=s.ca, ssl_certfile=s.cert, ssl_keyfile=s.key,
             socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S,
             # The harness reconnects itself, so that each outage is seen and counted.
-            retry=Retry(NoBackoff(), 0), client_name=self.client_id(stable=False))
+            retry=Retry(NoBackoff(), 0), client_name=self.settings.connection_id(stable=False))
         try:
             client.ping()
         except (redis.exceptions.RedisError, OSError) as exc:
@@ -268,14 +275,6 @@ class RedisTransport(Reconnecting, Transport):
             raise self._lost(exc) from None
         except redis.exceptions.RedisError as exc:
             raise TransportError(f"subscribe to {name}: {_reason(exc)}") from None
-
-    def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None,
-                headed: Callable[[str | None, bytes], None] | None = None) -> bool:
-        # No thread of its own: a consumer that only measures is handed what one receive()
-        # read, inside it; others pull Messages.
-        self.frames = frames
-        return frames is not None
 
     def receive(self, timeout: float) -> Message | None:
         self._ready(timeout)

@@ -31,11 +31,12 @@ from typing import Any
 
 import stomp
 import stomp.exception
-from harness.transports.base import COMMIT_IN_DOUBT, ROLLED_BACK, Capability, TransportError
-from harness.transports.message import HEADER, Destination, Message, from_header, header
-from harness.transports.network import NetworkTransport
-from harness.transports.options import option
-from harness.transports.settings import Settings
+from harness.modules.interface.base import COMMIT_IN_DOUBT, ROLLED_BACK, Capability, TransportError
+from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
+from harness.modules.interface.optional import Acknowledgements, TemporaryQueues, Transactions
+from harness.modules.interface.options import option
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.network import NetworkTransport
 
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
 logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
@@ -113,10 +114,11 @@ class _Listener(stomp.ConnectionListener):
         self.transport.interrupt()  # the worker's receive() connects again
 
 
-class StompTransport(NetworkTransport):
+class StompTransport(NetworkTransport, Acknowledgements, Transactions, TemporaryQueues):
     name = "stomp"
     default_port = DEFAULT_PORT
     flavours = tuple(FLAVOURS)
+    protocols = ("1.2", "1.1")
     description = "STOMP 1.1/1.2 via stomp.py"
     capabilities = FLAVOURS["activemq"]
     Options = StompOptions
@@ -129,8 +131,8 @@ class StompTransport(NetworkTransport):
     @classmethod
     def problems(cls, settings: Settings[StompOptions]) -> list[tuple[str, str]]:
         out = []
-        if (settings.protocol or "1.2") not in ("1.1", "1.2"):
-            out.append(("--protocol", "STOMP versions are 1.1 and 1.2"))
+        if (settings.protocol or cls.protocols[0]) not in cls.protocols:
+            out.append(("--protocol", f"STOMP versions are {' and '.join(sorted(cls.protocols))}"))
         if settings.options.ack not in ACK_MODES:
             out.append(("--ack", f"STOMP acknowledgement modes are {', '.join(ACK_MODES)}"))
         return out
@@ -146,7 +148,7 @@ class StompTransport(NetworkTransport):
         self.transaction: str | None = None
         self.subscription: tuple[Destination, dict[str, str], str] | None = None
         self.ack_mode = "client-individual" if settings.transacted else settings.options.ack
-        self.client = self.client_id(stable=bool(settings.durable_name))
+        self.client = self.settings.connection_id(stable=bool(settings.durable_name))
         self._ids = itertools.count(1)
         self._last_attempt = 0.0
 
@@ -187,6 +189,10 @@ class StompTransport(NetworkTransport):
 
     def _reconnect(self) -> None:
         """Reconnect (at most every RECONNECT_EVERY_S) and resubscribe, or raise."""
+        # Down from the moment it is found down (an ack that failed before the listener heard
+        # of the loss), before the back-off below refuses a call: the worker counts one error
+        # an outage only while the transport says it is in one.
+        self.outages.went_down()
         now = time.monotonic()
         if now - self._last_attempt < RECONNECT_EVERY_S:
             raise TransportError("not connected")
@@ -194,7 +200,6 @@ class StompTransport(NetworkTransport):
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 self.conn.disconnect()
-        self.outages.went_down()
         self.transaction = None
         self.open()
         if self.subscription is not None and not self._auto_subscribed(self.subscription[0]):
@@ -348,6 +353,7 @@ class StompTransport(NetworkTransport):
                 self.conn.ack(ack_id, transaction=self.transaction)
         except (stomp.exception.StompException, OSError) as exc:
             self.connected = False
+            self.outages.went_down()
             raise TransportError(f"ack failed: {exc or type(exc).__name__}") from None
 
     def temporary_queue(self) -> Destination:

@@ -23,6 +23,15 @@ SERVER_MODULES = {"test_amqp", "test_fault_matrix", "test_http", "test_mqtt", "t
                   "test_redis", "test_restart", "test_stomp", "test_tls"}
 SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge"}
 SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases"}
+# The whole suite (contrib/setup/test.sh) runs these alone, one test at a time, and the rest
+# two at a time (pytest-xdist): they time the machine (its CPU, a paced schedule) or load all
+# of it (Spark's executors, the fault matrix's dozens of runs and servers), or wait on a
+# broker's timing (a Kafka consumer group forms in seconds on Tansu, more beside another
+# test's load; Prometheus scrapes each interval of a run within a second). The benchmarks'
+# tiny runs only have to finish: beside another test, but for the one that starts Spark.
+ALONE_MODULES = {"test_distributed", "test_install", "test_merge", "test_cpu",
+                 "test_fault_matrix", "test_pacing", "test_kafka", "test_prometheus"}
+ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]"}
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {
@@ -37,10 +46,12 @@ SLOW_TESTS = {
     "test_a_run_directory_written_before_transport_options_stood_apart_reads_back",
     "test_a_search_finds_the_knee_of_a_simulated_broker",
     "test_a_version_1_run_is_read_with_the_counters_it_lacks_as_zero",
+    "test_a_workload_runs_as_its_groups_and_exports_as_omb_result_json",
     "test_an_overloaded_run_fails_because_its_queues_grow",
     "test_bad_input_is_one_line_naming_the_flag",
     "test_broker_cpu_and_cpu_ms_per_message",
     "test_competing_consumers_are_balanced_per_destination",
+    "test_flags_beside_a_workload_reach_its_groups_or_are_refused",
     "test_freeform_runs_only_the_interactions_asked_for",
     "test_help_texts_have_no_line_breaks_mid_sentence",
     "test_hlog_reads_back_with_hdrhistogram_reader_identical_to_jsonl",
@@ -72,6 +83,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "servers: needs a broker or another real server")
     config.addinivalue_line("markers", "spark: starts Spark (or builds and installs the wheel)")
     config.addinivalue_line("markers", "slow: a run of several seconds")
+    config.addinivalue_line("markers", "alone: runs with no other test beside it")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -83,6 +95,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if item.originalname in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if module in ALONE_MODULES or item.originalname in ALONE_TESTS or \
+                item.name in ALONE_TESTS:
+            item.add_marker(pytest.mark.alone)
 
 
 @dataclass
@@ -156,13 +171,32 @@ BROKERS = {
 
 @pytest.fixture(scope="session")
 def brokers():
-    subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start"],
-                   check=True, timeout=900)
+    import fcntl
+    # One test process at a time (pytest-xdist starts several): two scripts starting the
+    # same server at once would each find it not yet up.
+    with open(Path(os.environ.get("TMPDIR", "/tmp")) / "harness-brokers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start"],
+                       check=True, timeout=900)
     before = set(rabbitmq_queues())
     yield BROKERS
     # Durable queues outlive the tests that made them: without this, every run of the suite
-    # left some thirty in RabbitMQ.
-    delete_rabbitmq_queues(set(rabbitmq_queues()) - before)
+    # left some thirty in RabbitMQ. Beside other test processes (pytest-xdist), only the
+    # queues named after names this process made, so that another's are left alone.
+    delete_rabbitmq_queues({q for q in set(rabbitmq_queues()) - before if ours(q)})
+
+
+# Every name unique() made in this process; under pytest-xdist, what a test process cleans
+# up from a shared server is what bears one of its names.
+MADE: list[str] = []
+
+
+def ours(name: str, since: int = 0) -> bool:
+    """Whether a queue or key is this process's to delete: any, when no other test process
+    runs beside it; else one named after a name unique() made (since MADE[since])."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return True
+    return any(name.startswith(made) for made in MADE[since:])
 
 
 def rabbitmq_queues() -> dict[str, tuple[str, int]]:
@@ -198,7 +232,8 @@ def delete_rabbitmq_queues(names: set[str]) -> None:
 def unique(prefix: str) -> str:
     """A destination name no other test (or earlier run) has used."""
     import uuid
-    return f"{prefix}.{uuid.uuid4().hex[:10]}"
+    MADE.append(f"{prefix}.{uuid.uuid4().hex[:10]}")
+    return MADE[-1]
 
 
 @pytest.fixture
@@ -299,3 +334,23 @@ def redelivered_beside_a_killed_receiver(tmp_path: Path, module: str, queue: str
     (delivery,) = summary["delivery"]
     assert got["received"] - got["duplicated"] + delivery["missing"] == sent["sent"]
     return summary
+
+
+def run_manual_example(name: str, module: str, prelude: str, args: list[str],
+                       where: Path) -> subprocess.CompletedProcess[str]:
+    """The code block of the manual's extending page that defines class `name`, as the page
+    has it, saved as `module`.py in `where`; then `harness` with `args`, in a process that
+    first runs `prelude` (the registration the page asks for) with `where` on its path."""
+    import re
+
+    page = (ROOT / "contrib" / "docs" / "docs" / "extending.md").read_text()
+    block = re.search(rf"```python\n((?:(?!```).)*class {name}(?:(?!```).)*)```", page,
+                      re.DOTALL)
+    assert block, f"the worked example of {name} left the extending page"
+    code = "\n".join(line.removeprefix("   ") for line in block.group(1).splitlines())
+    (where / f"{module}.py").write_text(code)
+    script = f"import sys; {prelude}; from harness.cli.app import main; " \
+        "sys.argv[0] = 'harness'; main()"
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                          text=True, timeout=120, cwd=where,
+                          env={**os.environ, "PYTHONPATH": str(where)})

@@ -13,10 +13,13 @@ import time
 
 
 class Cutter:
-    """Listens on 127.0.0.1:`port` (a free one) and forwards to `target`."""
+    """Listens on 127.0.0.1:`port` (a free one) and forwards to `target`. With `record`, keeps
+    what passes in `log`, in the order the proxy read it: (connection, from the client, bytes)."""
 
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int], record: bool = False) -> None:
         self.target = target
+        self.log: list[tuple[int, bool, bytes]] | None = [] if record else None
+        self._connections = 0
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._listener = self._listen(0)
@@ -82,12 +85,18 @@ class Cutter:
                     _reset(server)
                     continue
                 self._open |= {client, server}
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+                self._connections += 1
+                number = self._connections
+            for a, b, upstream in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, number, upstream),
+                                 daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, number: int, upstream: bool) -> None:
         try:
             while data := src.recv(65536):
+                if self.log is not None:
+                    with self._lock:
+                        self.log.append((number, upstream, data))
                 dst.sendall(data)
         except OSError:
             pass

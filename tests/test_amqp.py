@@ -6,8 +6,9 @@ import time
 
 import pika
 import pytest
-from harness.transports.amqp import AmqpTransport
-from harness.transports.message import Destination, Message
+from harness.modules.amqp import AmqpTransport
+from harness.modules.interface.base import connect
+from harness.modules.interface.message import Destination, Message
 
 from harness.stats.histogram import decode
 from tests.conftest import rabbitmq_queues, settings_for, unique
@@ -310,7 +311,7 @@ def test_amqp_messages_delivered_again_are_counted(harness, brokers):
 def test_a_transaction_shows_nothing_before_its_commit(brokers):
     q = unique("amqp.tx")
     transport = AmqpTransport(settings_for("amqp.Sender", transacted=True))
-    transport.connect()
+    connect(transport)
     try:
         transport.begin()
         for seq in range(5):

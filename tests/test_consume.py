@@ -7,8 +7,8 @@ import zlib
 from collections import deque
 
 import pytest
-from harness.transports.loopback import LoopbackTransport, reset_broker
-from harness.transports.message import Message, frame, from_header, header, unframe
+from harness.modules.interface.message import Message, frame, from_header, header, unframe
+from harness.modules.loopback import LoopbackTransport, reset_broker
 
 from harness.clock import now_ns
 from harness.engine.roles import SETTLE_EVERY, SETTLE_LARGER, Receiver, Subscriber
@@ -109,7 +109,7 @@ def test_what_came_is_measured_as_messages_are(role, path, received, foreign, ex
 
 
 def test_a_framed_payload_with_a_damaged_producer_id_is_foreign():
-    from harness.transports.message import PREFIX
+    from harness.modules.interface.message import PREFIX
     worker = consumer("Subscriber")
     payload = stream(worker.run_prefix)[0]
     damaged = payload[:PREFIX.size] + b"\xff" * 5 + payload[PREFIX.size + 5:]

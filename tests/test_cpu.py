@@ -73,8 +73,9 @@ def test_client_cpu_per_message_is_the_process_cpu_over_its_messages(tmp_path):
     records = read_jsonl(result.run_dir / "intervals.jsonl")
     counters = [r for r in records if r["type"] == "counters"]
     accounted = sum(r["cpu_us"] for r in counters)
-    # Everything but setting up and writing the summary.
-    assert 0.9 * spent_us - 20_000 <= accounted <= spent_us, (accounted, spent_us)
+    # Everything but setting up and writing the summary: on an idle machine 98%, on a CI
+    # machine whose other core was busy 85% (one thread's time alone would be half).
+    assert 0.75 * spent_us <= accounted <= spent_us, (accounted, spent_us)
     assert accounted > 1_000_000  # unthrottled: the process was busy
     summary = result.summary
     for name, group in summary["groups"].items():

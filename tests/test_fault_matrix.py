@@ -27,7 +27,7 @@ from typing import Any
 
 from tests.conftest import env, harness_command, only_run_dir, read_jsonl
 from tests.cutter import Cutter
-from tests.servers import ActiveMQ, Mosquitto, Nats, Nginx, Private, RabbitMQ, Redis
+from tests.servers import ActiveMQ, Mosquitto, Nats, Nginx, Private, RabbitMQ, Redis, Tansu
 
 RATE = 200  # each producer's messages a second
 KILL_AT_S, DOWN_S = 5, 2  # seconds into the measured run, seconds the server stays away
@@ -99,12 +99,12 @@ def wait_running(out: Path, proc: subprocess.Popen[str], seconds: float = 90) ->
     raise AssertionError(f"the run did not start within {seconds} s")
 
 
-def sent_at_the_end(run_dir: Path, group: str) -> int:
-    """What the group sent in the last three measured intervals: after the fault."""
-    rows = [r for r in read_jsonl(run_dir / "intervals.jsonl")
-            if r["type"] == "counters" and r["group"] == group and r["phase"] == "measure"]
-    last = max(r["interval"] for r in rows)
-    return sum(r["sent"] for r in rows if r["interval"] > last - 3)
+def sent_per_interval(run_dir: Path, group: str) -> list[int]:
+    """What the group sent in each measured interval, in order."""
+    rows = sorted((r["interval"], r["sent"]) for r in read_jsonl(run_dir / "intervals.jsonl")
+                  if r["type"] == "counters" and r["group"] == group
+                  and r["phase"] == "measure")
+    return [sent for _, sent in rows]
 
 
 def outcome(case: Case, proc: subprocess.Popen[str], out: Path) -> dict[str, Any]:
@@ -120,8 +120,10 @@ def outcome(case: Case, proc: subprocess.Popen[str], out: Path) -> dict[str, Any
     summary = json.loads((run_dir / "summary.json").read_text())
     producer = case.role.split(".")[1].lower()
     delivery = summary.get("delivery", [])
+    sent = sent_per_interval(run_dir, producer)
+    # The first three intervals are before the fault, the last three after it.
     row.update(summary=summary, producer=summary["groups"][producer],
-               after=sent_at_the_end(run_dir, producer),
+               before=sum(sent[:3]), after=sum(sent[-3:]), last=sent[-3:],
                lost=sum(g["lost"] for g in summary["groups"].values()),
                **{key: sum(d[key] for d in delivery)
                   for key in ("missing", "unexpected", "in_doubt")})
@@ -144,8 +146,12 @@ def problems(row: dict[str, Any]) -> list[str]:
             # A receive that found the connection down is one error an outage, not one a
             # poll.
             out.append(f"{name}: {group['errors']} errors in {group['reconnects']} outages")
-    if row["after"] < 1.5 * case.rate:
-        out.append(f"sent {row['after']} in the last 3 s")
+    # Sending again at the end, at half its rate or more: the rate asked, or what the broker
+    # took before the fault where that was less (persistent sends on a busy disk). Over
+    # three intervals: one may hold none (a request whose reply was lost waits out its
+    # timeout; a broker catching up holds its receipts a moment).
+    if row["after"] < 0.5 * min(3 * case.rate, row["before"]):
+        out.append(f"sent {row['last']} in the last 3 s, {row['before']} in the first 3")
     if f"outage {next(iter(groups))}" not in row["stdout"]:
         out.append("no outage line")
     for sign in ("Traceback", "Task was destroyed"):  # a client library's loose end
@@ -174,6 +180,9 @@ def check(fault: str, rows: list[dict[str, Any]]) -> None:
               f"{row.get('after', '')} | {p.get('reconnects', '')} | {p.get('outage_ms', '')} "
               f"| {row.get('lost', '')} | {p.get('in_doubt', '')} |")
     failed = {row["case"].name: broken for row in rows if (broken := problems(row))}
+    for row in rows:
+        if row["case"].name in failed:
+            print(f"\n{row['case'].name}: exit {row['code']}\n{row['stdout'][-6000:]}")
     assert not failed, failed
 
 
@@ -193,7 +202,11 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
     # shutdown: a crash may lose them, so the path is not durable here.
     (Mosquitto, [Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
                       "-m mqtt.Subscriber --qos 1 --no-clean")]),
-    (Nginx, [Case("http on nginx", "http", "-m http.Requestor --method GET")]),
+    (Nginx, [Case("http on nginx", "http", "-m http.Requestor --method GET", rate=50)]),
+    # Tansu keeps messages in memory only: a crash loses what it held, so the path is not
+    # durable here; what it lost is counted lost. (No cut: a Kafka client reaches the broker
+    # at the address the broker advertises, not through a proxy.)
+    (Tansu, [Case("kafka on Tansu", "kafka", "-m kafka.Sender", "-m kafka.Receiver")]),
     (RabbitMQ, [Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
                 Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
                 Case("amqp10 on RabbitMQ", "amqp", *AMQP10, durable=True),
@@ -205,7 +218,11 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
                 Case("stomp topics on ActiveMQ", "stomp", "-m stomp.Publisher --flavour "
                      "activemq", "-m stomp.Subscriber --flavour activemq")]),
 ]
-CRASH_RUN_S = 24  # long enough for the slowest server to start again and be used a while
+# Long enough for each server to start again and be used a while: ActiveMQ's JVM and a
+# RabbitMQ node, started on two cores beside the other servers and fifteen runs, have taken
+# up to 23 s and 12 s.
+CRASH_RUN_S: dict[str, int] = {"activemq": 44, "rabbitmq-server": 36}
+CRASH_RUN_DEFAULT_S = 24
 
 
 def through_a_crash(tmp_path: Path, server_class: type[Private],
@@ -216,7 +233,8 @@ def through_a_crash(tmp_path: Path, server_class: type[Private],
     try:
         server.start()
         outs = [tmp_path / f"{server.name}-{i}" for i in range(len(cases))]
-        procs = [run_case(case, server.ports[case.protocol], out, CRASH_RUN_S)
+        run_s = CRASH_RUN_S.get(server.name, CRASH_RUN_DEFAULT_S)
+        procs = [run_case(case, server.ports[case.protocol], out, run_s)
                  for case, out in zip(cases, outs, strict=True)]
         try:
             for proc, out in zip(procs, outs, strict=True):
@@ -235,11 +253,20 @@ def through_a_crash(tmp_path: Path, server_class: type[Private],
         server.stop()
 
 
+# Started again, these take both cores for many seconds (a JVM, an Erlang node): the other
+# servers' cases run before them, so that their runs' last seconds are not starved of CPU.
+HEAVY = {"activemq", "rabbitmq-server"}
+
+
 def test_every_transport_rides_out_a_crash_of_its_server(tmp_path: Path, brokers: Any) -> None:
     # brokers: the broker script installs the servers' packages where they are missing.
-    with ThreadPoolExecutor(len(CRASHES)) as pool:
-        groups = list(pool.map(lambda crash: through_a_crash(tmp_path, *crash), CRASHES))
-    check("crash", [row for rows in groups for row in rows])
+    rows: list[dict[str, Any]] = []
+    for wave in ([c for c in CRASHES if c[0].name not in HEAVY],
+                 [c for c in CRASHES if c[0].name in HEAVY]):
+        with ThreadPoolExecutor(len(wave)) as pool:
+            groups = list(pool.map(lambda crash: through_a_crash(tmp_path, *crash), wave))
+        rows += [row for made in groups for row in made]
+    check("crash", rows)
 
 
 # -- the cut: the shared brokers behind a proxy ------------------------------------------------
@@ -261,7 +288,7 @@ CUTS = [
          durable=True),
     Case("redis pub/sub", "redis", "-m redis.Publisher", "-m redis.Subscriber"),
     Case("redis streams", "redis", "-m redis.Sender", "-m redis.Receiver", durable=True),
-    Case("http on nginx", "http", "-m http.Requestor --method GET"),
+    Case("http on nginx", "http", "-m http.Requestor --method GET", rate=50),
     # The other roles: topics, request/reply, MQTT on the JMS brokers.
     Case("stomp topics on ActiveMQ", "stomp-activemq", "-m stomp.Publisher --flavour activemq",
          "-m stomp.Subscriber --flavour activemq"),

@@ -125,7 +125,7 @@ def test_a_thread_that_fails_at_once_is_reported_and_fails_the_run(tmp_path, mon
     """An error no counter can hold (a client library raising what is not a transport
     error) ends its thread; the run says so and exits 1, even when that thread was the last
     running and the run ends in the same turn."""
-    from harness.transports.loopback import LoopbackTransport
+    from harness.modules.loopback import LoopbackTransport
 
     from harness.engine.runner import Controller
     from harness.spec.group import group_spec

@@ -52,7 +52,8 @@ def test_the_wheel_holds_every_package_profile_and_no_top_level_modules(
     assert sorted(n.split("/")[-1] for n in names
                   if n.startswith("harness/profiles/") and n.endswith(".yaml")) == shipped
     assert "harness/screen/app.tcss" in names  # the screen's style, package data
-    for package in ("transports", "experiments/scenarios", "cli", "engine", "screen"):
+    for package in ("modules", "modules/interface", "modules/kit", "experiments/scenarios",
+                    "cli", "engine", "screen"):
         assert f"harness/{package}/__init__.py" in names, package
     python = installed / "python"
     probe = subprocess.run([str(python), "-c", "import modules"], capture_output=True,

@@ -61,6 +61,6 @@ def test_proton_blocking_connection_notes_a_lost_transport_in_disconnected() -> 
 
 
 def test_asyncio_lets_a_thread_enter_a_loop_by_hand() -> None:
-    # modules/turned.py enters a loop without run_forever().
+    # modules/kit/turned.py enters a loop without run_forever().
     assert callable(asyncio.events._set_running_loop)
     assert callable(asyncio.events._get_running_loop)

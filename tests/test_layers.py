@@ -11,7 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A module may import from its own layer and every layer before it.
 LAYERS = [
     ("harness", "harness.errors", "harness.clock", "harness.units"),
-    ("harness.transports",),
+    # modules/: the interface a transport implements, the kit it may use, the drivers
+    ("harness.modules.interface",),
+    ("harness.modules.kit",),
+    ("harness.modules",),
     ("harness.spec",),
     ("harness.stats",),
     ("harness.rundir",),
@@ -35,9 +38,9 @@ def layer_of(module: str) -> int:
 
 def sources() -> dict[str, Path]:
     """Every module of the installed package by its import name (modules/ installs as
-    harness.transports, as pyproject.toml's package-dir says)."""
+    harness.modules, as pyproject.toml's package-dir says)."""
     out = {}
-    for top, package in (("harness", "harness"), ("modules", "harness.transports")):
+    for top, package in (("harness", "harness"), ("modules", "harness.modules")):
         for path in sorted((ROOT / top).rglob("*.py")):
             parts = path.relative_to(ROOT / top).with_suffix("").parts
             if parts[-1] == "__init__":
@@ -83,6 +86,21 @@ def test_nothing_imports_the_repository_folder_modules() -> None:
     assert bad == []
 
 
+def test_modules_is_an_interface_a_kit_and_drivers_side_by_side() -> None:
+    """A driver is one file of modules/ that imports the interface and the kit, never another
+    driver: each can be read, and removed, alone."""
+    known = sources()
+    drivers = {m for m, p in known.items() if p.parent == ROOT / "modules"
+               and p.name != "__init__.py"}
+    from harness.modules import TRANSPORTS
+
+    assert drivers == {entry.path.partition(":")[0] for entry in TRANSPORTS.values()}
+    crossing = [f"{module} imports {target}" for module in sorted(drivers)
+                for target, _ in imports(known[module], module_level_only=False)
+                if target in drivers and target != module]
+    assert crossing == []
+
+
 def test_module_level_imports_form_no_circle() -> None:
     known = sources()
     graph = {m: {t for t, _ in imports(p, module_level_only=True) if t in known and t != m}
@@ -114,19 +132,21 @@ def test_module_level_imports_form_no_circle() -> None:
 def test_the_layer_test_sees_an_upward_import() -> None:
     """The check itself works: the engine importing the screen would be caught."""
     assert layer_of("harness.engine.runner") < layer_of("harness.screen.app")
-    assert layer_of("harness.transports.stomp") < layer_of("harness.spec.options")
+    assert layer_of("harness.modules.stomp") < layer_of("harness.spec.options")
+    assert layer_of("harness.modules.interface.base") < layer_of("harness.modules.kit.driven") \
+        < layer_of("harness.modules.stomp")
 
 
 def test_no_transport_names_a_role_it_asks_the_role_table_instead() -> None:
     """A transport asks what a role does (Settings.sends_only, .consumes, .on_topic, .asks,
-    .replies, ...), so that a new role is a row of harness.transports.roles, not an edit of
+    .replies, ...), so that a new role is a row of harness.modules.interface.roles, not an edit of
     every driver. A role's name may appear in prose (an error message), never as a string
     compared or listed."""
-    from harness.transports.roles import ROLES
+    from harness.modules.interface.roles import ROLES
 
     named = []
-    for path in sorted((ROOT / "modules").glob("*.py")):
-        if path.name == "roles.py":
+    for path in sorted((ROOT / "modules").rglob("*.py")):
+        if path.relative_to(ROOT / "modules") == Path("interface", "roles.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and node.value in ROLES:

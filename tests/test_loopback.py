@@ -3,9 +3,10 @@
 import threading
 
 import pytest
-from harness.transports.base import TransportError
-from harness.transports.loopback import LoopbackTransport, reset_broker
-from harness.transports.message import Destination, Message
+from harness.modules.interface.base import TransportError
+from harness.modules.interface.base import connect as open_connection
+from harness.modules.interface.message import Destination, Message
+from harness.modules.loopback import LoopbackTransport, reset_broker
 
 from tests.conftest import settings_for
 
@@ -24,7 +25,7 @@ def connect():
 
     def make(subscribe=None):
         transport = LoopbackTransport(settings_for("loopback.Receiver"))
-        transport.connect()
+        open_connection(transport)
         if subscribe is not None:
             transport.subscribe(subscribe)
         made.append(transport)
@@ -102,7 +103,7 @@ def test_one_subscription_per_transport(connect):
 
 
 def test_a_full_destination_holds_the_sender_back_then_fails_it(connect, monkeypatch):
-    import harness.transports.loopback as loopback
+    import harness.modules.loopback as loopback
     monkeypatch.setattr(loopback, "CAPACITY", 5)
     monkeypatch.setattr(loopback, "FULL_TIMEOUT_S", 0.2)
     sender, receiver = connect(), connect(Q)

@@ -19,11 +19,12 @@ from PIL import Image
 
 from harness.merge.report import PALETTE
 from harness.merge.spark import MergeError, merge, session
-from harness.rundir.writer import SCHEMA_VERSION, RunWriter, write_json_atomic
+from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.spec.group import GroupSpec
 from harness.spec.run import RunSpec
 from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
+from harness.stats.records import SCHEMA_VERSION
 
 INTERVAL = 1.0
 

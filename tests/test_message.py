@@ -4,7 +4,7 @@
 import zlib
 
 import pytest
-from harness.transports.message import (
+from harness.modules.interface.message import (
     VIEW_FROM,
     Destination,
     Message,

@@ -5,8 +5,9 @@ import subprocess
 import time
 
 import pytest
-from harness.transports.message import Destination, Message
-from harness.transports.mqtt import MqttTransport
+from harness.modules.interface.base import connect
+from harness.modules.interface.message import Destination, Message
+from harness.modules.mqtt import MqttTransport
 
 from tests.conftest import free_port, make_certificates, settings_for, unique, wait_for_port
 
@@ -92,11 +93,15 @@ def test_mosquitto_drops_qos0_for_a_slow_subscriber_and_the_harness_reports_it(h
 def test_messages_from_other_clients_are_counted_as_foreign_never_timed(harness, brokers,
                                                                         tmp_path):
     topic = unique("foreign")
-    feeder = subprocess.Popen(["bash", "-c", f"sleep 1.5; mosquitto_pub -p 1883 -t {topic} "
-                               "-m hello --repeat 50"])
+    # Published once the run has closed its first interval (subscribed by then): a fixed
+    # delay lost the race with a slow start on a busy machine.
+    feeder = subprocess.Popen(["bash", "-c", "for _ in $(seq 600); do grep -qs counters "
+                               "runs/*/intervals.jsonl && break; sleep 0.05; done; "
+                               f"mosquitto_pub -p 1883 -t {topic} -m hello --repeat 50"],
+                              cwd=tmp_path)
     result = harness("run", "-m", "mqtt.Subscriber", "-d", topic, "-rl", "4", "-ss", "1",
                      *flags(brokers, "mosquitto"))
-    feeder.wait()
+    feeder.wait(timeout=10)
     assert result.code == 0, result.stderr
     subscriber = result.summary["groups"]["subscriber"]
     assert subscriber["received"] == subscriber["foreign"] == 50
@@ -110,17 +115,17 @@ def test_persistent_session_keeps_qos1_messages_while_offline(brokers):
                             qos=1, clean=False, session_expiry=300,
                             client_id=unique("client"))
     subscriber = MqttTransport(settings)
-    subscriber.connect()
+    connect(subscriber)
     subscriber.subscribe(topic)
     subscriber.close()
     publisher = MqttTransport(settings_for("mqtt.Publisher", port=1883, qos=1))
-    publisher.connect()
+    connect(publisher)
     for seq in range(5):
         publisher.send(topic, Message(b"x", "p", seq, 0, 0))
     time.sleep(0.5)
     publisher.close()
     subscriber = MqttTransport(settings)
-    subscriber.connect()  # the session is found again: no new SUBSCRIBE needed
+    connect(subscriber)  # the session is found again: no new SUBSCRIBE needed
     try:
         seqs = []
         while (m := subscriber.receive(2.0)) is not None:

@@ -13,9 +13,10 @@ from typing import Any
 
 import nats
 import pytest
-from harness.transports import transport_class
-from harness.transports.message import Destination, Message, unframe
-from harness.transports.nats import _Resumed, stream_name
+from harness.modules import transport_class
+from harness.modules.interface.base import connect
+from harness.modules.interface.message import Destination, Message, unframe
+from harness.modules.nats import _Resumed, stream_name
 
 from harness.stats.histogram import decode
 from tests.conftest import (
@@ -327,7 +328,7 @@ def test_a_jetstream_producer_waits_for_its_next_send_while_acknowledgements_arr
     cleanup.append(stream_name(subject))
     transport = transport_class("nats")(settings_for("nats.Publisher", destination=subject,
                                                      jetstream=True))
-    transport.connect()
+    connect(transport)
     try:
         destination = Destination("topic", subject)
         transport.declare(destination)
@@ -354,7 +355,7 @@ def test_a_stream_another_client_makes_meanwhile_is_used_as_found(brokers, clean
     cleanup.append(name)
     transport = transport_class("nats")(settings_for("nats.Sender", destination=subject,
                                                      jetstream=True, storage="memory"))
-    transport.connect()
+    connect(transport)
     try:
         add = transport.js.add_stream
 

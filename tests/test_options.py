@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from harness.transports import TRANSPORTS, transport_class
+from harness.modules import TRANSPORTS, transport_class
 
 from harness.errors import BadInput
 from harness.spec.group import SIDES, GroupSpec, group_spec
@@ -21,6 +21,10 @@ def test_the_manuals_flag_tables_are_the_option_table() -> None:
     text = (ROOT / "contrib" / "docs" / "docs" / "running.md").read_text()
     section = text.split("<!-- flags -->\n", 1)[1].split("<!-- /flags -->", 1)[0]
     assert section == markdown_tables(), "run `python contrib/docs/flags.py`"
+    for name in TRANSPORTS:  # and each transport's page, its own options
+        page = (ROOT / "contrib" / "docs" / "docs" / f"{name}.md").read_text()
+        own = page.split("<!-- options -->\n", 1)[1].split("<!-- /options -->", 1)[0]
+        assert own == markdown_tables(name), f"{name}.md: run `python contrib/docs/flags.py`"
 
 
 def test_every_option_sets_a_field_and_every_field_has_an_option() -> None:
@@ -38,8 +42,9 @@ def test_every_option_sets_a_field_and_every_field_has_an_option() -> None:
         set_by_options.add(option.name)
     # fields no flag sets: the transport's options, and what scenarios fill in
     assert group_fields - set_by_options == {"options", "plan", "size_mix"}
-    # ... and the nodes of a distributed run, which --cluster / --nodes set
-    assert run_fields - set_by_options == {"groups", "nodes"}
+    # ... the nodes of a distributed run, which --cluster / --nodes set, and the transports'
+    # run-wide options (the loopback broker's), which their own options fill
+    assert run_fields - set_by_options == {"groups", "nodes", "options"}
 
 
 def test_each_transport_declares_its_own_options_in_its_file() -> None:
@@ -70,7 +75,7 @@ def test_a_group_string_is_parsed_by_the_same_table() -> None:
 def test_a_transport_whose_client_library_is_missing_names_its_extra(tmp_path, monkeypatch):
     import sys
 
-    from harness.transports import TRANSPORTS, Entry, transport_class
+    from harness.modules import TRANSPORTS, Entry, transport_class
 
     from harness.errors import BadInput
 
@@ -114,6 +119,7 @@ TAKES = {
     "amqp": "persistent transacted client-id user tls",
     "amqp10": "persistent client-id user tls",
     "http": "user tls",
+    "kafka": "transacted client-id user tls",  # a transactional producer's sends
     "loopback": "transacted",
     "mqtt": "client-id user tls",
     "nats": "client-id user tls",
@@ -125,8 +131,8 @@ HAS_PROPERTIES = {"amqp", "amqp10", "http", "loopback", "nats", "stomp"}
 SUBSCRIPTIONS = {("stomp", "Receiver"): "selector", ("stomp", "Subscriber"): "selector "
                  "durable-name", ("stomp", "Requestor"): "selector", ("stomp", "Responder"):
                  "selector", ("amqp", "Subscriber"): "durable-name"}
-NOT_IN_A_TRANSACTION = {("redis", r) for r in ("Receiver", "Subscriber", "Requestor",
-                                               "Responder")}
+NOT_IN_A_TRANSACTION = {(t, r) for t in ("redis", "kafka") for r in (
+    "Receiver", "Subscriber", "Requestor", "Responder")}
 
 
 def playing(transport: str) -> list[str]:
@@ -155,6 +161,8 @@ def test_every_transport_and_role_accepts_only_the_options_it_uses() -> None:
             if sends and role != "Responder":  # a Responder sends the request's own body
                 expected |= {key for key in SENDS
                              if key != "property" or name in HAS_PROPERTIES}
+            if role == "Requestor":  # its requests carry correlation ids of its own
+                expected.discard("correlation-id")
             if receives:
                 expected.add("crc")
             if role == "Requestor":

@@ -110,8 +110,14 @@ def test_a_run_directory_written_before_transport_options_stood_apart_reads_back
     for group in manifest["options"]["groups"]:
         group.pop("options")
         group.update(qos=0, keepalive=60, heartbeat_ms=0)
+    # ... and the loopback broker's run-wide options among the run's fields
+    manifest["options"].pop("options")
+    manifest["options"].update(loopback_capacity=1500.0, loopback_delay=0.0,
+                               faults=[["drop", "Q", 3]])
     path.write_text(json.dumps(manifest))
     recorded = load(loopback_run.run_dir)
     assert recorded.run.groups[0].options == {"qos": 0, "keepalive": 60, "heartbeat_ms": 0}
+    assert recorded.run.options == {"loopback_capacity": 1500.0, "loopback_delay": 0.0,
+                                    "faults": [["drop", "Q", 3]]}
     viewed = harness("view", str(loopback_run.run_dir), "--no-ui", output=False)
     assert viewed.code == 0, viewed.stderr

@@ -4,7 +4,7 @@ import math
 from collections import deque
 
 import pytest
-from harness.transports.loopback import LoopbackTransport, reset_broker
+from harness.modules.loopback import LoopbackTransport, reset_broker
 
 from harness.clock import now_ns, offset_ns
 from harness.engine.pacing import Schedule

@@ -6,19 +6,20 @@ import time
 
 import pytest
 import redis
-from harness.transports.message import Destination, Message
-from harness.transports.redis import RedisTransport
+from harness.modules.interface.base import connect
+from harness.modules.interface.message import Destination, Message
+from harness.modules.redis import RedisTransport
 
-from tests.conftest import beside_a_killed_consumer, settings_for, unique
+from tests.conftest import MADE, beside_a_killed_consumer, ours, settings_for, unique
 
 
 @pytest.fixture
 def server(brokers):
     """A client of the server; the keys a test made are deleted after it."""
     client = redis.Redis()
-    before = set(client.keys())
+    before, since = set(client.keys()), len(MADE)
     yield client
-    made = set(client.keys()) - before
+    made = {k for k in set(client.keys()) - before if ours(k.decode(), since)}
     if made:
         client.delete(*made)
     client.close()
@@ -102,7 +103,7 @@ def message(seq: int) -> Message:
 def test_transactions_make_nothing_visible_before_the_commit(server):
     q = unique("rtx")
     transport = RedisTransport(settings_for("redis.Sender", transacted=True, maxlen=0))
-    transport.connect()
+    connect(transport)
     try:
         transport.begin()
         for seq in range(5):
@@ -121,7 +122,7 @@ def test_a_command_the_server_refuses_in_a_pipeline_is_that_sends_failure(server
     q, other = unique("rrefused"), unique("rstring")
     server.set(other, "no stream")  # XADD to it answers WRONGTYPE
     transport = RedisTransport(settings_for("redis.Sender", maxlen=0))
-    transport.connect()
+    connect(transport)
     good, bad = Destination("queue", q), Destination("queue", other)
     try:
         for seq in range(3):

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -19,7 +20,8 @@ from tests.conftest import (
 
 
 @pytest.mark.parametrize("module", ["mqtt.Publisher", "amqp.Sender", "amqp10.Sender",
-                                    "nats.Publisher", "redis.Publisher", "http.Requestor"])
+                                    "nats.Publisher", "redis.Publisher", "http.Requestor",
+                                    "kafka.Sender"])
 def test_a_server_that_is_down_at_the_start_is_one_line_and_exit_1(harness, module):
     """Not a hang: nats-py, allowed to reconnect for ever as a run needs, would retry its
     first connection for ever too. One retry with its back-off, then one line."""
@@ -61,3 +63,30 @@ def test_an_http_server_lost_mid_run_is_a_connect_error_not_a_timeout(tmp_path):
     assert requestor["timeouts"] == 0
     assert f"connect error: cannot connect to 127.0.0.1:{port}" in stdout + stderr
     assert "no response within" not in stdout + stderr
+
+
+def test_connect_retry_retries_the_subscription_with_the_connection(tmp_path, brokers):
+    """A broker can accept the connection and refuse what is made on it for a while (a
+    queue held by an exclusive consumer here; a quorum queue's consume timing out inside
+    RabbitMQ under load in CI, 541): --connect-retry retries both, and the run goes on."""
+    import pika
+
+    queue = f"retry.{uuid.uuid4().hex[:10]}"
+    holder = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1"))
+    channel = holder.channel()
+    channel.queue_declare(queue, durable=True)
+    channel.basic_consume(queue, lambda *_: None, exclusive=True)
+    out = tmp_path / "runs"
+    try:
+        proc = subprocess.Popen(harness_command(
+            "run", "-m", "amqp.Receiver", "-d", queue, "--connect-retry", "4", "-rl", "2",
+            "-ss", "1", "-g", f"-m amqp.Sender -d {queue} -rt 50", "-o", str(out)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+            cwd=tmp_path)
+        time.sleep(1.5)  # the receiver's first consume and its first retry are refused
+    finally:
+        holder.close()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    groups = json.loads((only_run_dir(out) / "summary.json").read_text())["groups"]
+    assert groups["receiver"]["received"] >= groups["sender"]["sent"] > 0

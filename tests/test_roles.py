@@ -94,3 +94,30 @@ def test_ramp_and_poisson_pacing_run(harness):
     # Ramp: the first second sends about a quarter of the second one's rate ramp share.
     assert sent[0] < sent[2] * 0.5
     assert 0.8 * 1200 <= sum(sent[:4]) <= 1.2 * 1200
+
+
+def test_the_manuals_worked_example_of_a_role_runs(tmp_path):
+    """The extending page's SlowReceiver, taken from the page as it stands and registered as
+    the page says: a new row and a new class, nothing else, and the run counts it as a
+    consumer (every message received, the wait in its latency)."""
+    import json
+
+    from tests.conftest import run_manual_example
+
+    done = run_manual_example(
+        "SlowReceiver", "slow_receiver", "import slow_receiver as ex; "
+        "from harness.modules.interface.roles import ROLES; ROLES['SlowReceiver'] = ex.ROW; "
+        "from harness.engine.roles import WORKERS; WORKERS['SlowReceiver'] = ex.SlowReceiver",
+        ["run", "-m", "loopback.Sender", "-d", "Q", "-rt", "1000", "-mg", "1000", "-ss", "1",
+         "--drain", "10", "-o", str(tmp_path / "runs"), "-g", "-m loopback.SlowReceiver -d Q"],
+        tmp_path)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    slow = summary["groups"]["slowreceiver"]
+    assert slow["received"] == 1000 and slow["lost"] == 0
+    # 2 ms a message behind 1 ms sends: the last waits about a second; a Receiver, a few ms
+    assert decode(slow["histograms"]["latency"]).get_max_value() > 500_000
+    # the delivery check counted it as the destination's consumer
+    (check,) = summary["delivery"]
+    assert check["missing"] == 0 and check["expected"] == 1000

@@ -24,7 +24,8 @@ def as_version_1(record: dict[str, Any]) -> dict[str, Any]:
     """A record as release 1 wrote it: counters records without the counters added since."""
     record["v"] = 1
     if record["type"] == "counters":
-        for name in ("foreign", "unsent", "late", "refused", "redelivered", "cpu_us"):
+        for name in ("foreign", "unsent", "late", "refused", "redelivered", "rebalances",
+                     "cpu_us"):
             record.pop(name, None)
     return record
 

@@ -5,8 +5,9 @@ import threading
 import time
 
 import pytest
-from harness.transports.message import Destination, Message
-from harness.transports.stomp import StompTransport
+from harness.modules.interface.base import connect
+from harness.modules.interface.message import Destination, Message
+from harness.modules.stomp import StompTransport
 
 from tests.conftest import redelivered_beside_a_killed_receiver, settings_for, unique
 
@@ -26,7 +27,7 @@ def transport(brokers, broker, **extra):
     settings = settings_for("stomp.Subscriber", port=int(args[1]), flavour=args[3],
                             vhost="/" if broker == "rabbitmq" else None, **extra)
     t = StompTransport(settings)
-    t.connect()
+    connect(t)
     return t
 
 

@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from harness.transports.turned import TurnedLoop
+from harness.modules.kit.turned import TurnedLoop
 
 
 @pytest.fixture(params=[True, False], ids=["lean", "run_forever"])

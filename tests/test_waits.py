@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 
 import pytest
-from harness.transports import transport_class
-from harness.transports.selector import FD_SETSIZE, MicrosecondEpoll, MicrosecondSelector, wait
+from harness.modules import transport_class
+from harness.modules.interface.base import connect
+from harness.modules.kit.selector import FD_SETSIZE, MicrosecondEpoll, MicrosecondSelector, wait
 
 from tests.conftest import settings_for
 
@@ -97,7 +98,7 @@ def test_a_producer_with_confirmations_waits_in_its_loop_as_long_as_asked(broker
                                                                         options):
     # The turn a producer's idle() takes while confirmations are outstanding.
     transport = transport_class(module.split(".")[0])(settings_for(module, **options))
-    transport.connect()
+    connect(transport)
     try:
         assert ASKED_S <= median_wait(transport._turn) < WITHIN_S
     finally:

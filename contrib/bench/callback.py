@@ -35,8 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from harness.transports import transport_class
-from harness.transports.message import HEADER, Message, frame, header
+from harness.modules import transport_class
+from harness.modules.interface.message import HEADER, Message, frame, header
 
 from harness.clock import now_ns
 from harness.engine.roles import Receiver, Subscriber
@@ -110,7 +110,7 @@ def amqp(worker: Any, n: int, counted: list[int]) -> tuple[list[Any], Callable, 
 
 def stomp(worker: Any, n: int, counted: list[int]) -> tuple[list[Any], Callable, Callable]:
     import stomp.utils
-    from harness.transports.stomp import _Listener
+    from harness.modules.stomp import _Listener
     deliveries = [(stomp.utils.Frame("MESSAGE", {HEADER: header(m), "subscription": "1",
                                                  "destination": f"/topic/{DESTINATION}",
                                                  "message-id": str(m.seq)}, m.body),)
@@ -165,7 +165,7 @@ def main() -> None:
         gc.enable()
         worker.done = True
         if jetstream:
-            from harness.transports.nats import stream_name
+            from harness.modules.nats import stream_name
             transport.loop.run_until_complete(
                 transport.js.delete_stream(stream_name(DESTINATION)))
         transport.close()

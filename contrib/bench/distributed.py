@@ -41,10 +41,11 @@ from typing import Any
 
 from harness.distributed.cluster import ClusterSpec
 from harness.distributed.driver import DistributedRun
-from harness.distributed.node import stream_to
+from harness.distributed.node import Streamed
 from harness.distributed.shipping import Shipper
 from harness.distributed.wire import Link
 from harness.engine.runner import Controller
+from harness.rundir.sinks import Closed, Sink
 from harness.screen.app import RunApp
 from harness.screen.live import LiveFeed
 from harness.spec.group import GroupSpec
@@ -86,15 +87,16 @@ def one_machine(seconds: float, output: Path, stream: bool) -> Row:
     assert sink.stdout is not None
     link = Link(socket.create_connection(("127.0.0.1", int(sink.stdout.readline()))))
     # What a node sends: each interval's reports and what its files gained.
-    forward = stream_to(link, "bench", Shipper(controller.run_dir, link.send))
+    streamed = Streamed(link, "bench", Shipper(controller.run_dir, link.send))
     spent = [0.0]
 
-    def timed(index: int, reports: list[Any]) -> None:
-        began = time.thread_time()
-        forward(index, reports)
-        spent[0] += time.thread_time() - began
+    class Timed(Sink):
+        def interval(self, closed: Closed) -> None:
+            began = time.thread_time()
+            streamed.interval(closed)
+            spent[0] += time.thread_time() - began
 
-    controller.forward = timed
+    controller.sinks.append(Timed())
     cpu = time.process_time()
     try:
         row.rate = sent_rate(controller.execute().summary)

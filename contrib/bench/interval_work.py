@@ -25,6 +25,7 @@ from typing import Any
 
 import harness.engine.cell as cell
 import harness.engine.runner as runner
+import harness.rundir.sinks as sinks
 import harness.rundir.writer as writer
 import harness.screen.console as console
 import harness.stats.intervals as intervals
@@ -40,10 +41,10 @@ TIMED = [  # (owner, attribute, what the line says)
     (cell, "encode", "  encoding a histogram"),
     (cell.Cell, "_cpu_seconds", "  reading the process's CPU time"),
     (cell.Cell, "_take_handoffs", "collector: taking the workers' hand-offs"),
-    (writer.RunWriter, "write_report", "controller: a process's records"),
+    (runner, "report_records", "controller: a process's records"),
     (runner.Controller, "_emit_complete", "controller: an interval merged, written, shown"),
     (intervals.RunStats, "merge", "  merging"),
-    (writer.RunWriter, "close_interval", "  closing it (host record, .hlog)"),
+    (sinks.RunFiles, "interval", "  closing it (host record, .hlog)"),
     (console, "interval_lines", "  the console lines"),
     (writer.RunWriter, "write_interval", "  writing records (each call)"),
 ]

@@ -16,7 +16,7 @@ nothing.
 - by_hand: the publish coroutine driven outside the loop (`send(None)`, which completes
   while nats-py's buffer has room), then one pass of the loop for nats-py's flusher, entered
   by run_forever(): the mechanism the transport's paced sends used from ccfe7a6, alone;
-- turned: the same, the pass entered by TurnedLoop.turn(once=True) (harness.transports.turned),
+- turned: the same, the pass entered by TurnedLoop.turn(once=True) (harness.modules.kit.turned),
   which sets up and tears down only what a pass needs, and runs one pass without a stop's
   handle: the transport's way since.
 
@@ -36,8 +36,8 @@ import gc
 import time
 from collections.abc import Callable
 
-from harness.transports import transport_class
-from harness.transports.message import Destination, Message, frame
+from harness.modules import transport_class
+from harness.modules.interface.message import Destination, Message, frame
 
 from harness.spec.group import group_spec
 from harness.spec.run import RunSpec, assign_group_names

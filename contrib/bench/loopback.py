@@ -24,8 +24,9 @@ import threading
 import time
 from pathlib import Path
 
-from harness.transports.loopback import LoopbackTransport, reset_broker
-from harness.transports.message import Destination, Message
+from harness.modules.interface.base import connect
+from harness.modules.interface.message import Destination, Message
+from harness.modules.loopback import LoopbackTransport, reset_broker
 
 from harness.spec.group import group_spec
 
@@ -40,8 +41,8 @@ def bare_pair() -> tuple[LoopbackTransport, LoopbackTransport, Destination]:
     destination = Destination("queue", "bench")
     settings = group_spec({"module": "loopback.Sender"}).settings("bench", 0, 0)
     sender, receiver = LoopbackTransport(settings), LoopbackTransport(settings)
-    sender.connect()
-    receiver.connect()
+    connect(sender)
+    connect(receiver)
     receiver.subscribe(destination)
     return sender, receiver, destination
 

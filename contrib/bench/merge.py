@@ -33,13 +33,13 @@ from pathlib import Path
 import psutil
 
 from harness.merge.spark import merge, session
-from harness.rundir.schema import SCHEMA_VERSION
 from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.spec.group import GroupSpec
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.histogram import encode, new_histogram
 from harness.stats.recorder import COUNTERS
+from harness.stats.records import SCHEMA_VERSION
 from harness.stats.reports import GroupPart, IntervalReport
 
 POOL = 32  # distinct histograms per tag, drawn at random: writing stays fast

@@ -41,8 +41,8 @@ import time
 from array import array
 from collections import deque
 
-from harness.transports.loopback import LoopbackTransport, reset_broker
-from harness.transports.message import MAGIC, PREFIX, Message
+from harness.modules.interface.message import MAGIC, PREFIX, Message
+from harness.modules.loopback import LoopbackTransport, reset_broker
 from loopback import bare_pair  # this directory's loopback.py
 from transports import produce  # this directory's transports.py
 

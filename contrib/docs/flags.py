@@ -1,24 +1,32 @@
-"""Rewrites the manual's flag tables (docs/running.md) from the option table
-(harness.spec.options), between the markers `<!-- flags -->` and `<!-- /flags -->`.
-tests/test_options.py fails while the page and the table differ: run
+"""Rewrites the manual's flag tables from the option table (harness.spec.options): every flag
+in docs/running.md, between `<!-- flags -->` and `<!-- /flags -->`, and each transport's own
+in its page (docs/<transport>.md), between `<!-- options -->` and `<!-- /options -->`.
+tests/test_options.py fails while a page and the table differ: run
 `python contrib/docs/flags.py` after changing an option."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from harness.modules import TRANSPORTS
+
 from harness.spec.options import markdown_tables
 
-PAGE = Path(__file__).resolve().parent / "docs" / "running.md"
+DOCS = Path(__file__).resolve().parent / "docs"
+PAGE = DOCS / "running.md"
 START, END = "<!-- flags -->\n", "<!-- /flags -->\n"
+OWN_START, OWN_END = "<!-- options -->\n", "<!-- /options -->\n"
 
 
-def rewritten(text: str) -> str:
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}{markdown_tables()}{END}{tail}"
+def rewritten(text: str, table: str | None = None, start: str = START, end: str = END) -> str:
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}{markdown_tables() if table is None else table}{end}{tail}"
 
 
 if __name__ == "__main__":
     PAGE.write_text(rewritten(PAGE.read_text()))
-    print(f"wrote the flag tables into {PAGE}")
+    for name in TRANSPORTS:
+        page = DOCS / f"{name}.md"
+        page.write_text(rewritten(page.read_text(), markdown_tables(name), OWN_START, OWN_END))
+    print(f"wrote the flag tables into {PAGE} and each transport's page")

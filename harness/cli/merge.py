@@ -63,6 +63,12 @@ def report_command(
     from harness.merge.report import render
 
     merged = report_run(run_dir)
+    judged = run_dir / "summary.json"  # the run's verdict on its thresholds, where it has one
+    if judged.is_file():
+        import json
+        verdict = json.loads(judged.read_text()).get("slo")
+        if verdict:
+            merged.report["runs"][0]["slo"] = verdict
     target = output or run_dir / "report.html"
     target.write_text(render(merged.report, f"harness report: {run_dir.name}"))
     for warning in merged.warnings:

@@ -5,6 +5,7 @@ exactly the same options."""
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,11 +14,12 @@ import typer
 from harness.cli.app import app, console, err_console, on_terminal, warn
 from harness.errors import BadInput
 from harness.experiments.profile import find_profile
+from harness.modules.interface.options import Option
 from harness.rundir.writer import is_uri
 from harness.spec.group import GroupSpec, group_spec
 from harness.spec.options import in_scope, parse_args, split, table
 from harness.spec.run import RunSpec, run_spec, validate_run
-from harness.transports.options import Option
+from harness.stats.slo import thresholds
 
 PANELS = {"group": "Worker group (also inside each --group)",
           "connection": "Connection (per group, also inside each --group)",
@@ -79,12 +81,23 @@ def run(
     cluster_wait: Annotated[float | None, typer.Option(
         "--cluster-wait", help="With --cluster: seconds to wait for the executors' task slots."
         "  [default: 60]", rich_help_panel=PANELS["cluster"], show_default=False)] = None,
+    omb: Annotated[Path | None, typer.Option(
+        "--omb", help="Run an OpenMessaging Benchmark workload file as it is, on the "
+        "transport -m names (-m kafka): its topics, producers, subscriptions, rate and "
+        "durations become the groups 'producer' and 'consumer'; change them with --set "
+        "groups.producer.rate=..., add the transport's options as flags.",
+        rich_help_panel=PANELS["run"], show_default=False)] = None,
     ship: Annotated[bool, typer.Option(
         "--ship/--no-ship", help="With --cluster: send this harness to the executors as a zip "
         "(their Python must have its dependencies).", rich_help_panel=PANELS["cluster"])] = True,
     **flags: Any,
 ) -> None:
-    """Run worker groups against a broker and measure every message, or run a profile."""
+    """Run worker groups against a broker and measure every message, or run a profile.
+
+    Exit codes: 0 the run went well (and met its --slo thresholds); 1 the run failed (a
+    broker that could not be reached, a node lost); 2 bad input; 99 the run went well but
+    missed a threshold (or a supply-chain run its validity checks); 130 stopped at once by
+    a second Ctrl-C."""
     given = {option.key: flags[identifier(option)] for option in table().values()
              if flags[identifier(option)] is not None}
     if ui is None:
@@ -108,6 +121,11 @@ def run(
                            "started by hand on several machines")
         if nodes is not None and nodes < 1:
             raise BadInput("--nodes", f"must be at least 1, got {nodes}")
+    if omb is not None:
+        if profile is not None or group:
+            raise BadInput("--omb", "the workload makes the groups: give no profile or -g "
+                           "beside it (a profile names a workload with its omb: key)")
+        raise typer.Exit(run_profile(omb, set_ or [], ui, on_cluster, omb_given(given)))
     if profile is not None:
         for option in table().values():
             if option.key in given and given[option.key] != option.default:
@@ -128,6 +146,7 @@ def run(
     if on_cluster is None and nodes is not None:
         spec.nodes = nodes
     validate_run(spec)
+    thresholds(spec)
     raise typer.Exit(execute(spec, ui, on_cluster).exit_code)
 
 
@@ -139,6 +158,39 @@ run.__signature__ = _fixed.replace(parameters=[  # type: ignore[attr-defined]
     *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in _run_only)])
 run.__annotations__ = {}
 app.command(no_args_is_help=False)(run)
+
+
+# Group options an OMB workload sets itself: change them with --set groups.producer.<key>.
+OMB_SETS = ("destination", "destination-base", "destination-max", "group-name", "threads",
+            "thread-rate", "rate", "size", "body-file", "partitions", "keys")
+# Common group options for one side only (the transports' own say theirs).
+OMB_SIDES = {"type": "producer", "property": "producer", "correlation-id": "producer",
+             "persistent": "producer", "poisson": "producer", "ramp": "producer",
+             "crc": "consumer"}
+
+
+def omb_given(given: dict[str, Any]) -> dict[str, Any]:
+    """What `harness run --omb FILE` adds to the workload from its flags, as a profile's
+    connection, run and group keys: {"transport", "connection", "run", "producer",
+    "consumer", "both"}."""
+    changed = {key: value for key, value in given.items() if value != table()[key].default}
+    transport = changed.pop("module", None)
+    if not transport or "." in transport:
+        raise BadInput("-m", "with --omb: the transport to run the workload on, e.g. -m "
+                       "kafka (the workload chooses the roles)")
+    out: dict[str, Any] = {"transport": transport, "connection": {}, "run": {},
+                           "producer": {}, "consumer": {}, "both": {}}
+    for key, value in changed.items():
+        option = table()[key]
+        if option.scope in ("connection", "run"):
+            out[option.scope][key] = value
+        elif key in OMB_SETS:
+            raise BadInput(option.flag, "the workload sets this: change it in the file, or "
+                           f"with --set groups.producer.{key}=...")
+        else:
+            side = {"send": "producer", "receive": "consumer"}.get(option.side, "both")
+            out[OMB_SIDES.get(key, side)][key] = value
+    return out
 
 
 def group_option(text: str) -> GroupSpec:
@@ -180,6 +232,7 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
                                     lambda line: console.print(line, markup=False))
     else:
         controller = Controller(spec, on_interval, warn, isolate=ui)
+    controller.sinks += outputs(spec, controller, cluster.nodes if cluster is not None else 1)
     metrics.update({g.name: controller.metrics[i] for i, g in enumerate(spec.groups)})
     names.update(labels(spec, controller.metrics))
     console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
@@ -198,16 +251,47 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
         result = controller.execute()
     print_summary(console, result.summary,
                   controller.location if cluster is not None else str(result.run_dir))
+    if spec.junit:
+        from harness.rundir.junit import write_junit
+        write_junit(Path(spec.junit), result.summary, controller.run_id)
+        console.print(f"thresholds as JUnit XML: {spec.junit}", markup=False)
     return result
 
 
-def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None) -> int:
-    """A profile's runs; with a cluster (--cluster, else the profile's cluster: block), each
-    run (a point of a sweep, a probe of a search) is one distributed run."""
-    from harness.experiments.experiment import Experiment
-    from harness.experiments.profile import load
+def outputs(spec: RunSpec, controller: Any, nodes: int) -> list[Any]:
+    """The sinks a run's flags ask for besides the run directory and the lines."""
+    out: list[Any] = []
+    if spec.slo:
+        from harness.rundir.judge import Judge
+        # Said through the controller's log, which the live screen takes over when it runs.
+        out.append(Judge(spec, controller.request_stop, lambda line: controller.on_log(line),
+                         nodes))
+    if spec.metrics_port is not None or spec.pushgateway:
+        from harness.rundir.metrics import Metrics
+        out.append(Metrics(spec, controller.run_id, controller.metrics,
+                           lambda line: controller.on_log(line)))
+    return out
 
-    profile = load(path, overrides)
+
+def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None,
+                omb: dict[str, Any] | None = None) -> int:
+    """A profile's runs; with a cluster (--cluster, else the profile's cluster: block), each
+    run (a point of a sweep, a probe of a search) is one distributed run. With omb (from
+    omb_given), path is an OpenMessaging Benchmark workload file run as a profile."""
+    from harness.experiments.experiment import Experiment
+    from harness.experiments.profile import load, load_data
+
+    if omb is None:
+        profile = load(path, overrides)
+    else:
+        data = {"connections": {"broker": {"transport": omb["transport"],
+                                           **omb["connection"]}},
+                "omb": str(path.resolve()), "run": omb["run"]}
+        if omb["both"]:
+            data["defaults"] = omb["both"]
+        sided = [f"groups.{g}.{k}={json.dumps(v)}" for g in ("producer", "consumer")
+                 for k, v in omb[g].items()]
+        profile = load_data(path, "", data, {}, [*sided, *overrides])
     cluster = cluster or profile.cluster
     if profile.points[0].scenario is not None:
         from harness.experiments.scenarios.experiment import run_profile as run_scenario

@@ -155,13 +155,13 @@ def wait_for_slots(spark: Any, cluster: ClusterSpec, say: Callable[[str], None])
 
 def package_zip() -> Path:
     """This harness as a zip for the executors' Python path: the package with its transports
-    (installed as harness.transports), and every data file inside."""
+    (installed as harness.modules), and every data file inside."""
     import harness
-    import harness.transports
+    import harness.modules
 
     target = Path(tempfile.mkdtemp(prefix="harness-ship-")) / "harness.zip"
     roots = [(Path(harness.__path__[0]), "harness"),
-             (Path(harness.transports.__path__[0]), "harness/transports")]
+             (Path(harness.modules.__path__[0]), "harness/transports")]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for root, prefix in roots:
             for path in sorted(root.rglob("*")):

@@ -43,12 +43,15 @@ from harness.distributed.split import node_spec
 from harness.distributed.wire import Link, report_from_wire
 from harness.engine.runner import LiveControls, RunResult, Signals
 from harness.errors import StartFailure
+from harness.merge.report import render
 from harness.merge.spark import MergeError, hadoop_path, merge, session
+from harness.rundir.sinks import Closed, Shown, Sink
 from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.reports import IntervalReport
+from harness.stats.slo import judged_exit
 
 HELLO_TIMEOUT_S = 120.0
 # How far ahead the nodes are told to start: the message reaches them in milliseconds.
@@ -84,6 +87,9 @@ class DistributedRun(LiveControls):
         self.on_interval = on_interval
         self.on_log = on_log
         self.say = say
+        # Each merged interval goes to the interval lines or the live screen (on_interval,
+        # which the screen may set later); the files are the nodes', merged at the end.
+        self.sinks: list[Sink] = [Shown(lambda view: self.on_interval(view))]
         self.run_id = run.run_id or uuid.uuid4().hex[:12]
         self.started = time.time()
         # A Hadoop file system's URI (hdfs://, s3a://, file://): the run is put together in a
@@ -104,12 +110,14 @@ class DistributedRun(LiveControls):
         self.stop_at: float | None = None
         self.paused = False
         self.stop_requests = 0
+        self.stop_reason = "interrupt"
         self.stops_sent = 0
         # What each node was given; its threads' rates, as the split gave them.
         self.each_node = node_spec(run, cluster.nodes, run.node, self.run_id).groups
         self.rates = [g.per_thread_rate for g in self.each_node]
         self.token = secrets.token_hex(16)
         self.spark: Any = None
+        self.shipped: Path | None = None  # the zip of this harness sent to the executors
         self.job: threading.Thread | None = None
         self.results: list[dict[str, Any]] | None = None
         self.job_error: str | None = None
@@ -131,7 +139,8 @@ class DistributedRun(LiveControls):
         self.say(f"Spark up in {self.spark_seconds:.1f} s: {slots} task slots for "
                  f"{cluster.nodes} nodes")
         if cluster.ship:
-            self.spark.sparkContext.addPyFile(str(package_zip()))
+            self.shipped = package_zip()
+            self.spark.sparkContext.addPyFile(str(self.shipped))
         host = driver_address(self.spark, cluster)
         self.listener = socket.create_server(("127.0.0.1" if cluster.local else "", 0))
         port = self.listener.getsockname()[1]
@@ -246,8 +255,10 @@ class DistributedRun(LiveControls):
             node.stopped_by = str(message["stopped_by"])
 
     # -- requests from outside the run loop (signals, the live screen)
-    def request_stop(self) -> None:
+    def request_stop(self, reason: str = "interrupt") -> None:
         """The first request stops every node gracefully, the second at once."""
+        if self.stop_requests == 0:
+            self.stop_reason = reason
         self.stop_requests += 1
 
     def _tell(self, message: dict[str, Any]) -> None:
@@ -292,7 +303,7 @@ class DistributedRun(LiveControls):
         try:
             return self._finish()
         finally:
-            self.spark.stop()
+            self._stop_spark()
 
     def _steer(self) -> None:
         now = time.time()
@@ -331,12 +342,16 @@ class DistributedRun(LiveControls):
             if not flush and not expected <= batch.keys():
                 return
             reports = [r for part in batch.values() for r in part]
-            start = min(r.start_ns for r in reports) / 1e9 - self.start_s
+            start = min(r.start_ns for r in reports) / 1e9
             broker_cpu = self._broker_cpu()
-            view = self.stats.merge(index, start, reports, broker_cpu)
+            view = self.stats.merge(index, start - self.start_s, reports, broker_cpu)
             del self.pending[index]
             self.next_index += 1
-            self.on_interval(view)
+            broker = None if broker_cpu is None or self.run.broker_pid is None else \
+                (self.run.broker_pid, broker_cpu)
+            closed = Closed(index, start, view, reports, None, broker)
+            for sink in self.sinks:
+                sink.interval(closed)
 
     # -- the end
     def _finish(self) -> RunResult:
@@ -351,8 +366,10 @@ class DistributedRun(LiveControls):
         inputs = self._node_dirs()
         stopped_by = ("second interrupt" if self.stops_sent >= 2 else
                       "node lost" if lost else
+                      self.stop_reason if self.stop_reason != "interrupt" else
                       next((x.stopped_by for x in self.nodes.values() if x.stopped_by), ""))
         summary: dict[str, Any] = {}
+        merged = None
         try:
             merged = merge(self.spark, inputs, str(self.run_dir), say=lambda line: None)
             summary = merged.summary["runs"][self.run_id]
@@ -370,6 +387,13 @@ class DistributedRun(LiveControls):
                                                    "thread_rate": g.per_thread_rate,
                                                    "messages": g.messages}
                                           for g in self.each_node}}
+        for sink in self.sinks:
+            sink.summarize(summary)
+        exit_code = judged_exit(summary, exit_code)
+        if merged is not None and summary.get("slo"):
+            # The merge drew report.html before the thresholds were judged.
+            merged.report["runs"][0]["slo"] = summary["slo"]
+            (self.run_dir / "report.html").write_text(render(merged.report, "harness merge"))
         # The run directory's summary.json reads as a single run's does, with the nodes'.
         (self.run_dir / ".summary.json.crc").unlink(missing_ok=True)
         write_json_atomic(self.run_dir / "summary.json", summary)
@@ -404,7 +428,14 @@ class DistributedRun(LiveControls):
             if self.job is not None and self.job.is_alive():
                 self._cancel()
                 self.job.join(10)
-            self.spark.stop()
+            self._stop_spark()
+
+    def _stop_spark(self) -> None:
+        """Spark stopped, and the zip it served to the executors deleted."""
+        self.spark.stop()
+        if self.shipped is not None:
+            shutil.rmtree(self.shipped.parent, ignore_errors=True)
+            self.shipped = None
 
 
 def copy_up(spark: Any, local: Path, uri: str) -> None:

@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,8 @@ from harness.distributed.split import node_name, node_spec
 from harness.distributed.wire import Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
+from harness.rundir.sinks import Closed, Sink
 from harness.spec.run import RunSpec
-from harness.stats.reports import IntervalReport
 
 CLOCK_PROBES = 16
 CONNECT_TIMEOUT_S = 10.0
@@ -108,15 +108,17 @@ def _obey(link: Link, controller: Controller) -> None:
             controller.change_rate(int(message["group"]), float(message["factor"]))
 
 
-def stream_to(link: Link, node: str,
-              shipper: Shipper) -> Callable[[int, list[IntervalReport]], None]:
-    """The controller's forward hook: each interval's reports to the driver, as given, and
-    what the run's files gained meanwhile."""
-    def forward(index: int, reports: list[IntervalReport]) -> None:
-        link.send({"kind": "interval", "index": index,
-                   "reports": [report_to_wire(r, node) for r in reports]})
-        shipper.ship()
-    return forward
+class Streamed(Sink):
+    """A node's stream to its driver: each interval's reports, as its processes gave them,
+    and what the run's files gained meanwhile."""
+
+    def __init__(self, link: Link, node: str, shipper: Shipper) -> None:
+        self.link, self.node, self.shipper = link, node, shipper
+
+    def interval(self, closed: Closed) -> None:
+        self.link.send({"kind": "interval", "index": closed.index,
+                        "reports": [report_to_wire(r, self.node) for r in closed.reports]})
+        self.shipper.ship()
 
 
 def run_node(payload: NodePayload, rank: int, host: str,
@@ -157,7 +159,7 @@ def run_node(payload: NodePayload, rank: int, host: str,
                             "reference_node": "driver", "offset_estimate_s": offset / 1e9,
                             "round_trip_s": rtt / 1e9}
         shipper.ship()  # the manifest: a node lost at once still has one at the driver
-        controller.forward = stream_to(link, node, shipper)
+        controller.sinks.append(Streamed(link, node, shipper))
         threading.Thread(target=_obey, args=(link, controller), name="driver-commands",
                          daemon=True).start()
         result = controller.measure()

@@ -27,10 +27,12 @@ from harness.engine.handlers import HANDLERS
 from harness.engine.roles import WORKERS
 from harness.engine.worker import Control, Handoff, Worker, WorkerSetup
 from harness.errors import StartFailure
+from harness.modules import transport_class
+from harness.modules.interface.optional import EmbeddedBroker, PushedDelivery
 from harness.spec.group import GroupSpec
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
-from harness.spec.topology import CONSUMERS, PRODUCERS, endpoints
+from harness.spec.topology import endpoints, is_consumer, is_producer
 from harness.stats.figures import cpu_shares, role_count
 from harness.stats.histogram import empty, encode, fold_many, new_histogram
 from harness.stats.recorder import COUNTERS
@@ -45,7 +47,6 @@ from harness.stats.reports import (
     StreamEnd,
 )
 from harness.stats.timeline import Timeline
-from harness.transports import transport_class
 
 # How long after an interval ends the cell waits for a busy worker's hand-off before
 # reporting the interval without it (its data then lands in the next interval).
@@ -116,11 +117,15 @@ class _Interval:
         self.counters: dict[int, dict[str, int]] = {g: dict.fromkeys(COUNTERS, 0)
                                                     for g in groups}
         self.reasons: dict[int, dict[str, str]] = {g: {} for g in groups}
+        self.notes: dict[int, list[str]] = {g: [] for g in groups}
 
     def add(self, group: int, values: dict[str, Sequence[int]],
-            counters: dict[str, int], reasons: dict[str, str] | None = None) -> None:
+            counters: dict[str, int], reasons: dict[str, str] | None = None,
+            notes: list[str] | None = None) -> None:
         for kind, reason in (reasons or {}).items():
             self.reasons[group].setdefault(kind, reason)
+        if notes:
+            self.notes[group] += notes
         chunks = self.values[group]
         for metric, items in values.items():
             if items:
@@ -167,11 +172,10 @@ class Cell:
         keep_freed_memory()
         if run.switch_interval:
             sys.setswitchinterval(run.switch_interval)
-        if any(run.groups[g].embedded for g in self.plan.group_indexes):
-            from harness.transports import loopback
-            broker = loopback.reset_broker(run.loopback_capacity, run.loopback_delay / 1000)
-            for action, destination, nth in run.faults:
-                broker.inject(action, destination, nth)
+        for transport in {transport_class(run.groups[g].transport)
+                          for g in self.plan.group_indexes}:
+            if issubclass(transport, EmbeddedBroker):
+                transport.start_broker(run.options)
         for g in self.plan.group_indexes:
             self.bodies[g] = message_body(run.groups[g])
             for _ in range(run.groups[g].threads):
@@ -232,7 +236,8 @@ class Cell:
         self.control.consuming = False
         self.control.wake.set()
         for worker in list(self.workers):
-            worker.transport.interrupt()  # a pushed consumer waiting in receive()
+            if isinstance(worker.transport, PushedDelivery):
+                worker.transport.interrupt()  # a pushed consumer waiting in receive()
 
     # -- live changes (the live screen's keys), called between start and stop
     def pause(self, paused: bool) -> None:
@@ -370,7 +375,7 @@ class Cell:
             slot = pending.get(interval)
             if slot is None:
                 slot = pending[interval] = _Interval(groups)
-            slot.add(group, sample.values, sample.counters, sample.reasons)
+            slot.add(group, sample.values, sample.counters, sample.reasons, sample.notes)
 
     def _balance(self) -> BalanceReport:
         sent: dict[int, int] = {}
@@ -378,9 +383,9 @@ class Cell:
         for worker in list(self.workers):
             g = worker.key[0]
             role = self.run.groups[g].role
-            if role in PRODUCERS:
+            if is_producer(role):
                 sent[g] = sent.get(g, 0) + worker.stream_position - len(worker.failed)
-            elif role in CONSUMERS:
+            elif is_consumer(role):
                 received[g] = received.get(g, 0) + getattr(worker, "count", 0)
         return BalanceReport(self.plan.process_index, sent, received)
 
@@ -442,6 +447,8 @@ class Cell:
                 self.emit(LogReport(self.plan.process_index,
                                     f"{group.name}: {kind} error: {reason} (first this "
                                     f"interval; {data.counters[g]['errors']} errors in it)"))
+            for note in data.notes[g]:
+                self.emit(LogReport(self.plan.process_index, f"{group.name}: {note}"))
             workers = [w for w in self.workers if w.key[0] == g]
             data.counters[g]["cpu_us"] = shares[g]
             report.groups[g] = GroupPart(

@@ -17,8 +17,8 @@ import time
 from array import array
 
 from harness.clock import now_ns
+from harness.modules.kit.inbox import Inbox
 from harness.stats.histogram import encode, fold, new_histogram
-from harness.transports.inbox import Inbox
 
 PERIOD_S = 0.1
 

@@ -9,8 +9,8 @@ import random
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import HANDLED, Consumer
-from harness.transports.base import TransportError
-from harness.transports.message import Destination, Message
+from harness.modules.interface.base import TransportError
+from harness.modules.interface.message import Destination, Message
 
 
 class Handler(Consumer):

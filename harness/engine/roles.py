@@ -9,7 +9,7 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
 - service: the same measured from the actual send.
 - delay: actual send minus intended send (paced producers only).
 - confirm: actual send to the broker's confirmation (producers on a transport with publisher
-  confirms turned on; the transport times it, harness.transports.feedback).
+  confirms turned on; the transport times it, harness.modules.interface.feedback).
 """
 
 from __future__ import annotations
@@ -22,8 +22,15 @@ from collections.abc import Callable
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
-from harness.transports.base import ROLLED_BACK, TransportError
-from harness.transports.message import MAGIC, PREFIX, Message, from_header, plain_frame
+from harness.modules.interface.base import ROLLED_BACK, TransportError
+from harness.modules.interface.message import MAGIC, PREFIX, Message, from_header, plain_frame
+from harness.modules.interface.optional import (
+    Acknowledgements,
+    Declarations,
+    FramedSends,
+    PushedDelivery,
+    TemporaryQueues,
+)
 
 _unpack, _SIZE = PREFIX.unpack_from, PREFIX.size
 # Messages measured in a batch: one arriving costs only its timestamp, and the measuring runs
@@ -40,23 +47,30 @@ PUSHED_LOOK_S = 0.25
 HANDLED, RETRY, REFUSED = "handled", "retry", "refused"
 
 
+def declare(worker: Worker) -> None:
+    """What the worker's destination needs, made before the run where the transport makes
+    anything."""
+    if isinstance(worker.transport, Declarations):
+        worker.transport.declare(worker.destination)
+
+
 class _Producer(Worker):
-    def prepare(self) -> None:
-        super().prepare()
-        self.transport.declare(self.destination)
+    def session(self) -> None:
+        declare(self)
 
     def work(self) -> None:
         group = self.group
         rec, schedule = self.rec, self.schedule
         transport, destination = self.transport, self.destination
-        send, send_frame = transport.send, transport.send_frame
+        send = transport.send
+        send_frame = transport.send_frame if isinstance(transport, FramedSends) else None
         body, size, crc = self.body, len(self.body), self.body_crc
         producer, persistent, correlation = self.producer_id, group.persistent, \
             self.correlation
         # A message with nothing but the prefix's fields goes framed, without a Message:
         # building one and framing it from its attributes cost two to three times what
         # framing it from the fields does.
-        framed = transport.sends_frames() and correlation is None and \
+        framed = send_frame is not None and correlation is None and \
             not any(self.property_sets)
         head = producer.encode()
         deck, cards = self.deck, len(self.deck)
@@ -134,7 +148,6 @@ class Consumer(Worker):
     time instead of cold after every wake-up."""
 
     def prepare(self) -> None:
-        super().prepare()
         self.count = 0
         self.last = now_ns()
         self.done = False
@@ -143,16 +156,23 @@ class Consumer(Worker):
         self.expected = self.tracker.expected if self.tracker is not None else None
         self.handles = type(self).handle is not Consumer.handle
         self.commit_every = self.group.commit_count if self.group.transacted else 0
-        self.transport.subscribe(self.destination)
-        self.acks = self.transport.acknowledges()
+        super().prepare()  # connects and subscribes
+        # The optional parts this consumer uses, asked once.
+        t = self.transport
+        self.acker = t if isinstance(t, Acknowledgements) and t.acknowledges() else None
+        self.pusher = t if isinstance(t, PushedDelivery) else None
+        self.inline = self.pusher is not None and self.pusher.inline
         self.arrivals: list[tuple[int, bytes]] = []
+
+    def session(self) -> None:
+        self.transport.subscribe(self.destination)
 
     def sinks(self) -> tuple[Callable[[Message], None], Callable[[bytes], None] | None,
                              Callable[[str | None, bytes], None] | None]:
-        """What the transport hands pushed messages to (Transport.deliver): a Message, or
+        """What the transport hands pushed messages to (PushedDelivery.deliver): a Message, or
         where the consumer only measures, what came as it came, a framed payload or a
         header's value and a body (building a Message costs as much as measuring it)."""
-        inline = self.transport.inline
+        inline = self.inline
         if self.handles:
             return self._measure if inline else self._pushed, None, None
         if inline:
@@ -186,10 +206,11 @@ class Consumer(Worker):
         receive, consume, lock = self.transport.receive, self.consume, self.lock
         pushed = False
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
-        if not self.group.transacted and self.push_safe():
+        pusher = self.pusher
+        if pusher is not None and not self.group.transacted and self.push_safe():
             with lock:  # what arrived before the start is measured first, in order
-                if self.transport.deliver(*self.sinks()):
-                    pushed = not self.transport.inline
+                if pusher.deliver(*self.sinks()):
+                    pushed = not self.inline
                     while (message := receive(0)) is not None:
                         consume(message, now_ns())
         try:
@@ -198,7 +219,8 @@ class Consumer(Worker):
             with lock:
                 self.done = True
                 self.settle()  # what arrived last is measured too
-        self.transport.deliver(None)
+        if pusher is not None:
+            pusher.deliver(None)
         if self.group.transacted and self.count % self.group.commit_count:
             self.commit()
 
@@ -212,7 +234,7 @@ class Consumer(Worker):
         # A transport that hands messages over inside receive() does so on this thread, where
         # each arrival already looked at the interval clock (_arrived, measure): after such
         # a receive there is nothing to check, and no other thread to lock out.
-        inline, counted = self.transport.inline, self.count
+        inline, counted = self.inline, self.count
         while control.consuming and not self.done:
             timeout = POLL_S
             if pushed:
@@ -252,12 +274,13 @@ class Consumer(Worker):
                     and zlib.crc32(message.body) != message.crc:
                 self.rec.corrupt += 1
         outcome = self.handle(message) if self.handles else HANDLED
-        if self.acks:
+        acker = self.acker
+        if acker is not None:
             try:
                 if outcome is HANDLED:
-                    self.transport.ack(message)
+                    acker.ack(message)
                 else:
-                    self.transport.reject(message, outcome is RETRY)
+                    acker.reject(message, outcome is RETRY)
             except TransportError as exc:
                 # Unacknowledged: the broker redelivers, seen as a duplicate.
                 self.rec.error("ack", exc)
@@ -269,14 +292,14 @@ class Consumer(Worker):
 
     def consume_frame(self, payload: bytes) -> None:
         """consume() for a consumer that only measures, from a payload framed as
-        harness.transports.message.frame() frames it, as the transport received it: called
+        harness.modules.interface.message.frame() frames it, as the transport received it: called
         where the transport hands messages over, which acknowledges them itself."""
         if not self.done:
             self._arrived((now_ns(), payload))
 
     def consume_header(self, text: str | None, body: bytes) -> None:
         """consume_frame() for a transport whose header HEADER carries the fields
-        (harness.transports.message.header()): that header's value (None where the message
+        (harness.modules.interface.message.header()): that header's value (None where the message
         has none) and the body, as the transport received them."""
         if not self.done:
             self._arrived((now_ns(), body, text))
@@ -402,11 +425,13 @@ class Requestor(Worker):
     """Sends a request with reply-to and correlation id, and waits for its reply in the same
     thread: latency is the round trip."""
 
-    def prepare(self) -> None:
-        super().prepare()
-        self.transport.declare(self.destination)
-        self.reply_to = self.transport.temporary_queue()
-        self.transport.subscribe(self.reply_to)
+    def session(self) -> None:
+        declare(self)
+        transport = self.transport
+        if not isinstance(transport, TemporaryQueues):  # the role table's needs say so first
+            raise TransportError(f"{transport.name} has no queue for replies")
+        self.reply_to = transport.temporary_queue()
+        transport.subscribe(self.reply_to)
 
     def work(self) -> None:
         group = self.group

@@ -26,9 +26,8 @@ from harness.clock import epoch_ns
 from harness.engine.cell import CellPlan
 from harness.engine.processes import ChildCell, LocalCell
 from harness.errors import StartFailure
+from harness.rundir.sinks import RUN_DIR_SINKS, Closed, Shown, Sink, Where
 from harness.rundir.writer import (
-    SCHEMA_VERSION,
-    RunWriter,
     host_facts,
     make_run_dir,
     scrub,
@@ -39,6 +38,7 @@ from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints, exclusive_consumers
 from harness.stats.histogram import decode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.records import SCHEMA_VERSION, end_records, event_record, report_records
 from harness.stats.reports import (
     BalanceReport,
     DoneReport,
@@ -48,6 +48,7 @@ from harness.stats.reports import (
     StatusReport,
     StreamEnd,
 )
+from harness.stats.slo import judged_exit
 from harness.stats.timeline import Timeline
 
 START_MARGIN_S = 0.3
@@ -157,6 +158,7 @@ class LiveControls(ABC):
     metrics: dict[int, list[str]]  # each group's histogram metrics
     on_interval: Callable[[IntervalView], None]
     on_log: Callable[[str], None]
+    sinks: list[Sink]  # where each interval goes (harness.rundir.sinks)
     rates: list[float]  # each group's rate per thread; 0 = unthrottled
     stop_at: float | None
     start_s: float | None
@@ -193,8 +195,9 @@ class LiveControls(ABC):
         """The run, from the start to its files; on the thread that shows it or not."""
 
     @abstractmethod
-    def request_stop(self) -> None:
-        """The first request stops gracefully, the second at once."""
+    def request_stop(self, reason: str = "interrupt") -> None:
+        """The first request stops gracefully, the second at once; the reason is what the
+        summary's stopped_by says."""
 
     @abstractmethod
     def add_thread(self, g: int) -> str:
@@ -247,12 +250,16 @@ class Controller(LiveControls):
         self.start_at_ns: int | None = None
         self.clock: dict[str, Any] = {"source": "monotonic_ns + epoch offset taken at start",
                                       "reference_node": run.node, "offset_estimate_s": 0.0}
-        self.forward: Callable[[int, list[IntervalReport]], None] | None = None
+        # Where each interval goes: the run directory's files (from the start, _begin), the
+        # interval lines or the live screen (on_interval, which the screen may set later), and
+        # what a command adds (a node's stream to its driver).
+        self.sinks: list[Sink] = [Shown(lambda view: self.on_interval(view))]
         self.plans = plan_cells(run, self.run_id)
         self.reports: queue.Queue[Report] = queue.Queue()
         cell_type = LocalCell if len(self.plans) == 1 and not isolate else ChildCell
         self.cells = [cell_type(plan, self.reports) for plan in self.plans]
         self.stop_requests = 0
+        self.stop_reason = "interrupt"
         self.start_s: float | None = None
         self.start_ns = 0
         self.stop_at: float | None = None
@@ -295,8 +302,10 @@ class Controller(LiveControls):
             getattr(cell, command)(*args)
 
     # -- requests from outside the run loop (signals, the live screen); thread-safe
-    def request_stop(self) -> None:
+    def request_stop(self, reason: str = "interrupt") -> None:
         """The first request stops gracefully, the second at once."""
+        if self.stop_requests == 0:
+            self.stop_reason = reason
         self.stop_requests += 1
 
     def _pause(self, paused: bool) -> None:
@@ -325,7 +334,7 @@ class Controller(LiveControls):
         return f"{group.name}: thread added ({group.threads * group.processes + self.added[g]}" \
                " in all)"
 
-    def _apply_commands(self, writer: RunWriter) -> None:
+    def _apply_commands(self) -> None:
         while True:
             try:
                 name, args = self.commands.get_nowait()
@@ -346,8 +355,9 @@ class Controller(LiveControls):
                 if name == "set_rate":
                     event["rate_per_thread"] = args[1]
             self.events.append(event)
-            writer.write_interval([{"type": "event", "v": SCHEMA_VERSION, "run": self.run_id,
-                                    "node": self.run.node, **event}], [])
+            record = event_record(self.run_id, self.run.node, **event)
+            for sink in self.sinks:
+                sink.event(record)
 
     # -- the run
     def execute(self) -> RunResult:
@@ -372,7 +382,7 @@ class Controller(LiveControls):
 
     def measure(self) -> RunResult:
         """Run the prepared cells to the end and write the run directory."""
-        writer = self._begin()
+        self._begin()
         progress = _Progress(live={p.process_index for p in self.plans})
         while len(progress.done) < len(self.cells):
             if self.stop_requests >= 2:
@@ -381,23 +391,24 @@ class Controller(LiveControls):
                     cell.stop()
                     cell.kill()
                 break
-            self._steer(progress, writer, time.time())
+            self._steer(progress, time.time())
             try:
                 report = self.reports.get(timeout=self._next_look(progress, time.time()))
             except queue.Empty:
                 continue
-            self._receive(report, progress, writer)
-        self._emit_complete(progress, writer, flush=True)
+            self._receive(report, progress)
+        self._emit_complete(progress, flush=True)
         for cell in self.cells:
             cell.join(2.0)
-        return self._finish(progress, writer)
+        return self._finish(progress)
 
-    def _begin(self) -> RunWriter:
+    def _begin(self) -> None:
         """Start every cell on a common clock a little in the future."""
         run = self.run
         start_ns = self.start_ns = self.start_at_ns or epoch_ns() + int(START_MARGIN_S * 1e9)
         self.start_s = start_ns / 1e9
-        writer = RunWriter(self.run_dir, self.run_id, run.node, self.start_s)
+        where = Where(self.run_dir, self.run_id, run.node, self.start_s)
+        self.sinks[:0] = [make(where) for make in RUN_DIR_SINKS]
         self.manifest.update(status="running", start=self.start_s,
                              warmup_end=self.start_s + run.warmup, clock=self.clock)
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
@@ -405,21 +416,20 @@ class Controller(LiveControls):
         psutil.cpu_percent(None)
         for cell in self.cells:
             cell.start(start_ns)
-        return writer
 
-    def _steer(self, progress: _Progress, writer: RunWriter, now: float) -> None:
+    def _steer(self, progress: _Progress, now: float) -> None:
         """Live changes, and the stop: at the run length, on a request, or once every
         producer has sent its -mg messages; then drain, then stop."""
         run = self.run
         assert self.start_s is not None
         if self.stop_at is None:
-            self._apply_commands(writer)
+            self._apply_commands()
             producing = progress.producing
             ahead = now + STOP_MARGIN_S
             if run.duration and ahead >= self.start_s + run.duration:
                 self.stop_at, progress.stopped_by = self.start_s + run.duration, "run length"
             elif self.stop_requests == 1:
-                self.stop_at, progress.stopped_by = ahead, "interrupt"
+                self.stop_at, progress.stopped_by = ahead, self.stop_reason
             elif self.ends_by_count and producing and progress.live <= producing.keys() \
                     and sum(producing.values()) == 0:
                 # Producers that end by themselves stopped then, not when it was seen: the
@@ -469,7 +479,7 @@ class Controller(LiveControls):
                 return False
         return True
 
-    def _receive(self, report: Report, progress: _Progress, writer: RunWriter) -> None:
+    def _receive(self, report: Report, progress: _Progress) -> None:
         if isinstance(report, BalanceReport):
             progress.balance[report.process] = report
         elif isinstance(report, StatusReport):
@@ -490,7 +500,10 @@ class Controller(LiveControls):
             progress.producing[report.process] = 0
             progress.finals.setdefault(report.process, -1)
         else:
-            writer.write_report(report, self.names, report.start_ns / 1e9, report.phase)
+            records = report_records(report, self.run_id, self.run.node, self.names,
+                                     report.start_ns / 1e9, report.phase)
+            for sink in self.sinks:
+                sink.report(report, records)
             progress.pending.setdefault(report.index, {})[report.process] = report
             progress.producing[report.process] = report.producing
             if report.final:
@@ -498,22 +511,25 @@ class Controller(LiveControls):
                 progress.streams.extend(report.streams)
                 if report.floor is not None:
                     progress.floors[report.process] = report.floor
-            self._emit_complete(progress, writer)
+            self._emit_complete(progress)
 
-    def _finish(self, progress: _Progress, writer: RunWriter) -> RunResult:
+    def _finish(self, progress: _Progress) -> RunResult:
         """The reconciliation, summary.json and the manifest's last word."""
         run = self.run
         if progress.exit_code == 0:
-            records = self.stats.reconcile(progress.streams)
-            writer.write_interval([{**r, "v": SCHEMA_VERSION, "run": self.run_id,
-                                    "node": run.node} for r in records], [])
-        writer.close()
+            records = end_records(self.run_id, run.node, self.stats.reconcile(progress.streams))
+            for sink in self.sinks:
+                sink.end(records)
+        for sink in self.sinks:
+            sink.close()
         end = time.time()
         summary = self.stats.summary()
         summary.update(run_id=self.run_id, node=run.node, stopped_by=progress.stopped_by,
                        start=self.start_s, end=end)
         if progress.floors:
             summary["floor"] = self.manifest["floor"] = floor_summary(progress.floors)
+        for sink in self.sinks:
+            sink.summarize(summary)
         write_json_atomic(self.run_dir / "summary.json", summary)
         self.manifest.update(status="complete" if progress.exit_code == 0 else "incomplete",
                              stopped_by=progress.stopped_by, end=end,
@@ -521,10 +537,10 @@ class Controller(LiveControls):
         if self.events:
             self.manifest["events"] = self.events
         write_json_atomic(self.run_dir / "manifest.json", self.manifest)
-        return RunResult(self.run_dir, summary, progress.exit_code, progress.stopped_by)
+        return RunResult(self.run_dir, summary, judged_exit(summary, progress.exit_code),
+                         progress.stopped_by)
 
-    def _emit_complete(self, progress: _Progress, writer: RunWriter,
-                       flush: bool = False) -> None:
+    def _emit_complete(self, progress: _Progress, flush: bool = False) -> None:
         """Merge and show every interval that all processes have reported, in order."""
         assert self.start_s is not None
         processes = {p.process_index for p in self.plans}
@@ -535,22 +551,16 @@ class Controller(LiveControls):
             expected = {p for p in processes if progress.finals.get(p, 1 << 62) >= index}
             if not flush and not expected <= reports.keys():
                 break
-            if self.forward is not None:
-                self.forward(index, list(reports.values()))
-            first = min(reports.values(), key=lambda r: r.start_ns)
-            start = first.start_ns / 1e9
+            given = list(reports.values())
+            start = min(r.start_ns for r in given) / 1e9
             broker_cpu = self._broker_cpu()
             machine_cpu = psutil.cpu_percent(None)
-            view = self.stats.merge(index, start - self.start_s, list(reports.values()),
-                                    broker_cpu, machine_cpu)
-            # The .hlog holds one histogram per tag per interval, every process's merged, as
-            # HdrHistogram's log tools expect.
-            hlog = [(f"{name}.{metric}", start, view.length, histogram.get_max_value(),
-                     group.text(metric))
-                    for name, group in view.groups.items()
-                    for metric, histogram in group.histograms.items()]
-            writer.close_interval(index, start, view.phase, machine_cpu, None if broker_cpu is
-                                  None else (self.run.broker_pid, broker_cpu), hlog)
+            view = self.stats.merge(index, start - self.start_s, given, broker_cpu,
+                                    machine_cpu)
+            broker = None if broker_cpu is None or self.run.broker_pid is None else \
+                (self.run.broker_pid, broker_cpu)
+            closed = Closed(index, start, view, given, machine_cpu, broker)
             del pending[index]
-            self.on_interval(view)
+            for sink in self.sinks:
+                sink.interval(closed)
             progress.next_index += 1

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 
 from harness.clock import now_ns
 from harness.engine.pacing import Schedule
+from harness.modules.interface.base import COMMIT_IN_DOUBT, Transport, TransportError, connect
+from harness.modules.interface.message import Destination
+from harness.modules.interface.optional import ClientLoop, Transactions
 from harness.spec.roles import ROLES
 from harness.spec.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
 from harness.stats.timeline import Timeline
 from harness.stats.verify import SeenSet, SequenceTracker
-from harness.transports.base import COMMIT_IN_DOUBT, Transport, TransportError
-from harness.transports.message import Destination
 
 if TYPE_CHECKING:
     from harness.spec.group import GroupSpec
@@ -61,6 +62,16 @@ class Control:
 Handoff = tuple[tuple[int, int], int, Sample]  # (group index, thread key), interval, sample
 
 
+class _NoLoop(ClientLoop):
+    """A transport without a client loop: nothing to flush, and a producer's wait a sleep."""
+
+    def flush(self) -> None:
+        pass
+
+
+NO_LOOP = _NoLoop()
+
+
 @dataclass
 class WorkerSetup:
     group: GroupSpec
@@ -92,7 +103,10 @@ class Worker(threading.Thread, ABC):
         self.setup = setup
         self.group = group
         self.control = setup.control
-        self.transport = setup.transport
+        self.transport = transport = setup.transport
+        # The optional parts this transport has, asked once.
+        self.loop: ClientLoop = transport if isinstance(transport, ClientLoop) else NO_LOOP
+        self.transactions = transport if isinstance(transport, Transactions) else None
         self.key = (setup.group_index, setup.thread_index)
         # The thread's name in every run (random draws are seeded from it), and the producer
         # id its messages carry, which holds the run id: messages an earlier run left on a
@@ -130,8 +144,9 @@ class Worker(threading.Thread, ABC):
         self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
                         if setup.exclusive else None)
         # Competing receivers of a queue: the run's delivery check unions what each received.
-        self.seen = SeenSet(self.rec) if group.role == "Receiver" and not setup.exclusive \
-            and not group.filtered and group.destination_max is None else None
+        competing = self.role.measures_only and self.role.kind == "queue" and \
+            not setup.exclusive and not group.filtered and group.destination_max is None
+        self.seen = SeenSet(self.rec) if competing else None
         self.failed: list[int] = []  # a producer's numbers whose send failed
         self.doubt: list[int] = []  # and whose outcome a fault hid
         self.redelivered_taken = 0  # the transport's redelivered count at the last interval
@@ -159,7 +174,11 @@ class Worker(threading.Thread, ABC):
 
     def prepare(self) -> None:
         self.outage_counted = 0
-        self.transport.connect()
+        connect(self.transport, self.session)
+
+    def session(self) -> None:
+        """What the worker makes on its connection before the run (declarations, a
+        subscription): retried with the connection by --connect-retry."""
 
     def receive_failed(self, exc: TransportError) -> None:
         self.call_failed("receive", exc)
@@ -180,7 +199,7 @@ class Worker(threading.Thread, ABC):
         """What is queued goes out before the thread sleeps; a failure is counted, and the
         thread goes on (the next send reconnects)."""
         try:
-            self.transport.flush()
+            self.loop.flush()
         except TransportError as exc:
             self.call_failed("flush", exc)
 
@@ -188,7 +207,7 @@ class Worker(threading.Thread, ABC):
         """A producer's wait between sends, in the transport's loop where it has one; if the
         transport fails, counted, and the time waited all the same."""
         try:
-            self.transport.idle(seconds)
+            self.loop.idle(seconds)
         except TransportError as exc:
             self.call_failed("idle", exc)
             time.sleep(seconds)
@@ -207,8 +226,8 @@ class Worker(threading.Thread, ABC):
             if self.sleep_until(self.start_time(), while_flag="producing" if self.produces()
                                 else "consuming"):
                 self.up = True
-                if self.group.transacted:
-                    self.transport.begin()
+                if self.transactions is not None and self.group.transacted:
+                    self.transactions.begin()
                 self.work()
         except Exception as exc:  # a bug or an unexpected client failure: report, never hang
             self.failure = f"{type(exc).__name__}: {exc}"
@@ -283,6 +302,10 @@ class Worker(threading.Thread, ABC):
             for kind, (count, reason) in errors.items():
                 rec.error(kind, reason)
                 rec.errors += count - 1
+        if feedback.rebalances:
+            rec.rebalances += len(feedback.rebalances)
+            rec.notes += feedback.rebalances
+            feedback.rebalances = []
         redelivered = feedback.redelivered
         if redelivered != self.redelivered_taken:
             rec.redelivered += redelivered - self.redelivered_taken
@@ -342,7 +365,7 @@ class Worker(threading.Thread, ABC):
         turns = len(property_sets)
         control, schedule = self.control, self.schedule
         clock = now_ns
-        transport = self.transport
+        loop = self.loop
         most_ns = int(MAX_SLEEP_S * 1e9)
         count, stop = 0, limit or -1
         while count != stop:
@@ -360,9 +383,9 @@ class Worker(threading.Thread, ABC):
                     # inline. A paced send runs this after a sleep, with the caches cold,
                     # where each call and attribute costs several times what it does in a loop.
                     try:
-                        transport.flush()  # what is queued goes out before the thread sleeps
+                        loop.flush()  # what is queued goes out before the thread sleeps
                         while now < intended:
-                            transport.idle(min(intended - now, most_ns) / 1e9)
+                            loop.idle(min(intended - now, most_ns) / 1e9)
                             if not control.producing:
                                 return  # stopped at once: nothing was due yet
                             now = clock()
@@ -425,14 +448,16 @@ class Worker(threading.Thread, ABC):
         """Commit and begin the next transaction; a failure (the connection lost, and the
         transaction with it) is counted once an outage, and the thread goes on. sent: a
         producer's numbers sent in the transaction, which a failed commit did not keep."""
+        transactions = self.transactions
+        assert transactions is not None  # -tx is refused where there are none
         try:
-            self.transport.commit()
+            transactions.commit()
             self.rec.commits += 1
         except TransportError as exc:
             self.call_failed("commit", exc)
             if sent and not exc.reported:
                 self.uncommitted(sent, exc)
         try:
-            self.transport.begin()
+            transactions.begin()
         except TransportError as exc:
             self.call_failed("begin", exc)

@@ -24,6 +24,7 @@ from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints
 from harness.stats.figures import accepted_share
+from harness.stats.slo import EXIT_SLO
 
 Execute = Callable[[RunSpec], RunResult]
 DRAIN_IDLE_S = 1.0
@@ -51,10 +52,17 @@ class Experiment:
             self.settle(run)
         self.runs += 1
         result = self.execute(replace(run, output=str(self.root)))
-        self.exit_code = self.exit_code or result.exit_code
+        # A search's probes miss thresholds by design: there they are criteria, not the
+        # profile's verdict.
+        if result.exit_code != EXIT_SLO or self.profile.search is None:
+            self.exit_code = self.exit_code or result.exit_code
         views = load_run(result.run_dir).replay(histograms=False).views()
         row = results.row(run, result.summary, views, self.profile.rate, self.profile.latency,
                           labels)
+        verdict = result.summary.get("slo")
+        if verdict:
+            row["thresholds"] = "met" if verdict["passed"] else "missed: " + "; ".join(
+                v["threshold"] for v in verdict["thresholds"] if not v["passed"])
         row["run"] = result.run_dir.name
         return row, result
 
@@ -125,6 +133,9 @@ class Experiment:
             run = with_value(point, spec.field, value, self.profile.path).run
             row, result = self._run(run, {**point.labels, spec.field: value})
             reasons = judge(run, row, result.summary, spec.field, spec.criteria)
+            reasons += [f"threshold {v['threshold']} missed ({v['shown']})" for v in
+                        (result.summary.get("slo") or {}).get("thresholds", [])
+                        if not v["passed"]]
             row["verdict"] = "pass" if not reasons else "FAIL: " + "; ".join(reasons)
             rows.append(row)
             self.say(f"probe {len(rows)}: {spec.field} = {value:g}: {row['verdict']} "
@@ -213,8 +224,10 @@ def judge(run: RunSpec, row: dict[str, Any], summary: dict[str, Any], dotted: st
 
 def drain(run: RunSpec) -> list[str]:
     """Consume what is left on the network queues a run used; one line per queue drained."""
-    from harness.transports import transport_class
-    from harness.transports.message import Destination
+    from harness.modules import transport_class
+    from harness.modules.interface.base import connect
+    from harness.modules.interface.message import Destination
+    from harness.modules.interface.optional import Acknowledgements
 
     lines = []
     for point in endpoints(run).values():
@@ -228,12 +241,13 @@ def drain(run: RunSpec) -> list[str]:
             transport = transport_class(g.transport)(settings)
             count = 0
             try:
-                transport.connect()
+                connect(transport)
                 transport.subscribe(Destination("queue", point.name))
                 deadline = time.monotonic() + DRAIN_MAX_S
                 while time.monotonic() < deadline and \
                         (message := transport.receive(DRAIN_IDLE_S)) is not None:
-                    transport.ack(message)
+                    if isinstance(transport, Acknowledgements):
+                        transport.ack(message)
                     count += 1
             except Exception as exc:
                 lines.append(f"cannot drain {g.transport}:{point.name}: {exc}")

@@ -23,17 +23,18 @@ import yaml
 
 from harness.distributed.cluster import CLUSTER_KEYS, ClusterSpec, cluster_from
 from harness.errors import BadInput
+from harness.modules import TRANSPORTS, transport_class
+from harness.modules.interface.base import Capability
 from harness.spec.group import GroupSpec, group_spec, validate_group
 from harness.spec.options import by_flag, in_scope, table
 from harness.spec.run import RunSpec, run_spec, validate_run
-from harness.transports import TRANSPORTS, transport_class
-from harness.transports.base import Capability
+from harness.stats.slo import thresholds
 from harness.units import parse_size
 
 PathKey = tuple[str | int, ...]
 
 TOP_KEYS = ("name", "description", "vars", "connections", "defaults", "groups", "run", "sweep",
-            "search", "settle", "results", "scenario", "cluster")
+            "search", "settle", "results", "scenario", "cluster", "slo", "omb")
 SCENARIO_KEYS = ("topology", "base", "connection", "locations", "rates", "interactions",
                  "sizes", "search")
 BASE_SEARCH_KEYS = ("start", "factor", "max", "precision")
@@ -323,8 +324,18 @@ class _Builder:
             return None
         return spec
 
-    def run(self, data: dict[str, Any], groups: list[GroupSpec]) -> RunSpec | None:
+    def run(self, data: dict[str, Any], groups: list[GroupSpec],
+            judged: bool = True) -> RunSpec | None:
+        """The run; judged: its thresholds checked against these groups (a scenario's are
+        made later)."""
         values = {k: (v, ("run", k)) for k, v in (data.get("run") or {}).items()}
+        if "slo" in data:
+            if "slo" in values:
+                self.check.add(("slo",), "the thresholds are given in run: too; give them "
+                                         "once")
+                return None
+            listed = data["slo"] if isinstance(data["slo"], list) else [data["slo"]]
+            values["slo"] = (listed, ("slo",))
         given = self._parse(values)
         if given is None:
             return None
@@ -345,6 +356,8 @@ class _Builder:
             return None  # the run as a whole is checked only once its parts are sound
         try:
             validate_run(spec)
+            if judged:
+                thresholds(spec)
         except BadInput as exc:
             self._bad_input(exc, sources, ("run",))
             return None
@@ -365,12 +378,23 @@ def load(path: Path, overrides: list[str] | None = None) -> Profile:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ProfileError(path, [Problem("(yaml)", mark.line + 1 if mark else None,
                                           f"not valid YAML: {problem}")]) from None
+    return load_data(path, text, data, lines, overrides)
+
+
+def load_data(path: Path, text: str, data: Any, lines: dict[PathKey, int],
+              overrides: list[str] | None = None) -> Profile:
+    """A profile read from `path` (its text, its data and the lines of its keys), or made
+    by the command line (`harness run --omb`: no text, no lines)."""
     check = _Checker(lines)
     if not isinstance(data, dict):
         raise ProfileError(path, [Problem("(top)", 1, "a profile is a mapping of "
                                           f"{', '.join(TOP_KEYS)}")])
     check.keys(data, (), TOP_KEYS)
     builder = _Builder(check)
+    if "omb" in data:
+        _expand_omb(data, path, check)
+        if check.problems:
+            raise ProfileError(path, check.problems)
     for override in overrides or []:
         key, value = parse_override(override)
         sweep = data.setdefault("sweep", {}) if isinstance(data.get("sweep"), dict | None) \
@@ -451,6 +475,41 @@ def load(path: Path, overrides: list[str] | None = None) -> Profile:
                    cluster)
 
 
+def _expand_omb(data: dict[str, Any], path: Path, check: _Checker) -> None:
+    """An OpenMessaging Benchmark workload (omb:) made into the profile's groups, run and
+    search, on the profile's one connection; what the profile's run: and search: give
+    themselves stands."""
+    from harness.experiments.omb import WorkloadError, profile_parts, read_workload
+
+    for key in ("groups", "scenario"):
+        if key in data:
+            check.add((key,), "an OpenMessaging Benchmark workload (omb:) makes the groups: "
+                              f"give either omb or {key}")
+    connections = data.get("connections")
+    if not isinstance(connections, dict) or len(connections) != 1:
+        check.add(("connections",), "with omb: exactly one connection, the broker the "
+                                    "workload runs against")
+        return
+    (name, connection), = connections.items()
+    transport = connection.get("transport") if isinstance(connection, dict) else None
+    if transport not in TRANSPORTS:
+        return  # reported with the connection
+    try:
+        workload, file = read_workload(data["omb"], path.parent)
+        parts = profile_parts(workload, transport, name, file)
+    except WorkloadError as exc:
+        check.add(("omb", exc.key) if exc.key != "omb" else ("omb",), exc.problem)
+        return
+    if check.problems:
+        return
+    data["groups"] = parts["groups"]
+    # Problems in the groups made are shown at the omb: key.
+    check.lines.setdefault(("groups",), check.lines.get(("omb",), 0))
+    data["run"] = {**parts["run"], **(data.get("run") or {})}
+    if "search" in parts and "search" not in data:
+        data["search"] = parts["search"]
+
+
 def _scenario_run(point: dict[str, Any], builder: _Builder,
                   check: _Checker) -> tuple[RunSpec, Any] | None:
     """The run of a scenario profile: its groups made by the scenario, on its connection."""
@@ -473,7 +532,7 @@ def _scenario_run(point: dict[str, Any], builder: _Builder,
                   f"not {template.transport}: its steps route by correlation id over queues "
                   "and topics and commit in transactions")
         return None
-    base = builder.run(point, [template])
+    base = builder.run(point, [template], judged=False)
     if base is None:
         return None
     try:
@@ -487,6 +546,7 @@ def _scenario_run(point: dict[str, Any], builder: _Builder,
     run, steps = run_spec(made, base, template)
     try:
         validate_run(run)
+        thresholds(run)
     except BadInput as exc:
         check.add(("scenario",), f"{exc.where}: {exc.problem}")
         return None

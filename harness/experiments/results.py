@@ -13,8 +13,9 @@ from rich.table import Table
 
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
-from harness.spec.topology import CONSUMERS, endpoints
-from harness.stats.figures import kept, run_loss, us_per_message
+from harness.spec.topology import is_consumer
+from harness.stats.backlog import Backlog
+from harness.stats.figures import run_loss, us_per_message
 from harness.stats.intervals import IntervalView
 
 # The backlog grows if it rises faster than this share of the delivered rate (and at least
@@ -41,32 +42,24 @@ def slope(points: list[tuple[float, float]]) -> float:
 
 
 def backlog_trend(run: RunSpec, views: Iterable[IntervalView]) -> dict[str, Any]:
-    """What producers sent (times the fan-out) minus what consumers received, interval by
-    interval over the measured phase, and its slope (msgs/s) by least squares. One pass
-    over the views, which may be read as they come."""
-    checked = [p for p in endpoints(run).values() if p.consumers and not p.filtered]
-    consumers = [g.name for g in run.groups if g.role in CONSUMERS]
-    backlog, points, delivered, seconds = 0, [], 0, 0.0
+    """The backlog (harness.stats.backlog) interval by interval over the measured phase, and
+    its slope (msgs/s) by least squares. One pass over the views, which may be read as they
+    come."""
+    consumers = [g.name for g in run.groups if is_consumer(g.role)]
+    backlog = Backlog(run)
+    points, delivered, seconds = [], 0, 0.0
     for view in views:
-        for point in checked:
-            for i in point.producers:
-                if run.groups[i].name in view.groups:
-                    c = view.groups[run.groups[i].name].counters
-                    backlog += kept(c) * point.copies
-            for i in point.consumers:
-                if run.groups[i].name in view.groups:
-                    c = view.groups[run.groups[i].name].counters
-                    backlog -= c["received"] - c["duplicated"]
+        value = backlog.after(view)
         if view.phase == "measure":
-            points.append((view.start + view.length, backlog))
+            points.append((view.start + view.length, value))
             seconds += view.length
             delivered += sum(view.groups[name].counters["received"] for name in consumers
                              if name in view.groups)
     if len(points) < 2:
-        return {"slope": 0.0, "final": backlog, "stable": True, "checked": False}
+        return {"slope": 0.0, "final": backlog.value, "stable": True, "checked": False}
     rise = slope(points)
     limit = max(GROWING_SHARE * delivered / (seconds or 1.0), 1.0)
-    return {"slope": rise, "final": backlog, "stable": rise <= limit, "checked": True}
+    return {"slope": rise, "final": backlog.value, "stable": rise <= limit, "checked": True}
 
 
 def row(run: RunSpec, summary: dict[str, Any], views: Iterable[IntervalView], rate: str,

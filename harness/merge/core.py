@@ -31,6 +31,7 @@ from harness.stats.counts import Counts, Tally
 from harness.stats.figures import rate
 from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.records import closing_records
 
 PROBLEM = -1  # the slot key of a record this release cannot read: sorted first
 END = 1 << 62  # the slot key of what belongs to no slot: sorted after every slot
@@ -261,12 +262,10 @@ class SlotMerger:
                                 list(interval.reports.values()), interval.broker_cpu,
                                 interval.machine_cpu)
         if lines is not None:
-            common = {"v": SCHEMA_VERSION, "run": layout.run, "node": "merged",
-                      "interval": index, "start": slot * layout.interval, "phase": view.phase}
-            if interval.broker_cpu is not None:
-                out.append(_compact({"type": "broker", **common, "cpu": interval.broker_cpu}))
-            # Last: the host record closes the interval for a reader (rundir.reader).
-            out.append(_compact({"type": "host", **common, "cpu": interval.machine_cpu}))
+            broker = None if interval.broker_cpu is None else (None, interval.broker_cpu)
+            out += map(_compact, closing_records(layout.run, "merged", index,
+                                                 slot * layout.interval, view.phase,
+                                                 interval.machine_cpu, broker))
         rows, hlog, latency = self._rows(slot, view)
         self._measured(interval)
         self._draw(slot, view, interval, latency)

@@ -112,6 +112,16 @@ def render(report: dict[str, Any], title: str) -> str:
               n["host"].get("python", ""), f"{n['start'] or 0:.3f}",
               f"{n['clock_offset_s'] * 1000:.2f} ms", n.get("status", ""),
               f"{n['cpu_max']:.0f}%"] for n in run["nodes"]]))
+        verdict = run.get("slo")
+        if verdict:
+            parts.append(f"<h3>Thresholds: {'all met' if verdict['passed'] else 'MISSED'}"
+                         "</h3>")
+            every = any("intervals_judged" in v for v in verdict["thresholds"])
+            parts.append(_table(
+                ["threshold", "measured", "verdict", *(["intervals missed"] if every else [])],
+                [[v["threshold"], v["shown"], "pass" if v["passed"] else "FAIL",
+                  *([f"{v['intervals_missed']} of {v['intervals_judged']}"] if every else [])]
+                 for v in verdict["thresholds"]]))
         parts.append("<h3>Summary per tag (after warm-up; histograms added across nodes)</h3>")
         parts.append(_table(
             ["tag", "count", "p50", "p90", "p99", "p99.9", "max"],

@@ -15,11 +15,12 @@ import orjson
 from harness.errors import BadInput
 from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
 from harness.spec.group import GroupSpec
+from harness.spec.options import in_scope
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.intervals import IntervalView, RunStats
-from harness.stats.recorder import COUNTERS
-from harness.stats.reports import GroupPart, IntervalReport
+from harness.stats.records import into_reports
+from harness.stats.reports import IntervalReport
 
 
 @dataclass
@@ -41,7 +42,14 @@ def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
     options = dict(manifest["options"])
     groups = [_group(g) for g in options.pop("groups")]
     known = {f.name for f in fields(RunSpec)}
-    return RunSpec(groups=groups, **{k: v for k, v in options.items() if k in known})
+    # Runs written before the transports' run-wide options stood apart (the loopback
+    # broker's capacity, delay and faults) hold them among the run's fields.
+    theirs = {o.name for o in in_scope("run") if o.transports}
+    apart = {k: v for k, v in options.items() if k in theirs}
+    values = {k: v for k, v in options.items() if k in known}
+    if apart:
+        values["options"] = {**apart, **(values.get("options") or {})}
+    return RunSpec(groups=groups, **values)
 
 
 _GROUP_FIELDS = {f.name for f in fields(GroupSpec)}
@@ -105,38 +113,6 @@ def event_text(record: dict[str, Any]) -> str:
                        for k, v in record.items()
                        if k not in ("type", "v", "run", "node", "time", "action"))
     return f"{record['time']:7.1f}s {record['action']} {detail}".rstrip()
-
-
-def into_reports(record: dict[str, Any],
-                 reports: dict[tuple[str, int, str], IntervalReport],
-                 groups: dict[str, int]) -> GroupPart | None:
-    """A process, counters or histogram record added to its interval's reports (one per node,
-    process and phase, shaped as a cell's interval report); returns the group's part it went
-    to. groups: group name -> index. The phase is part of the key for a merge's slot, which
-    may hold a node's interval cut short at the stop and its first interval of the drain."""
-    key = (record["node"], record["process"], record["phase"])
-    report = reports.get(key)
-    if report is None:
-        report = reports[key] = IntervalReport(
-            record["process"], 0, record["interval"], round(record["start"] * 1e9),
-            record["length"], False, 0.0, record["phase"], record["node"])
-    if record["type"] == "process":
-        report.cpu = record["cpu"]
-        return None
-    g = groups[record["group"]]
-    part = report.groups.get(g)
-    if part is None:
-        part = report.groups[g] = GroupPart(dict.fromkeys(COUNTERS, 0), {}, 0, 0, 0, 0)
-    if record["type"] == "counters":
-        part.threads_up, part.threads = record.get("threads_up", 0), record.get("threads", 0)
-        part.counters = {k: record[k] for k in COUNTERS}
-        part.clamped = record.get("clamped", 0)
-    else:
-        metric = record["tag"][len(record["group"]) + 1:]
-        part.histograms[metric] = record["hist"]
-        if "_counts" in record:  # decoded already (a merge: harness.stats.counts)
-            part.keep(metric, record["_counts"])
-    return part
 
 
 @dataclass

@@ -2,9 +2,10 @@
 earlier version this release still reads is brought up to the current one.
 
 The version goes up whenever a field is added or becomes required; a reader takes every
-version in READABLE. Version 2 (this release): a counters record carries every counter of
-harness.stats.recorder.COUNTERS; version 1 files, written before some counters existed,
-read the missing ones as 0.
+version in READABLE. Version 3 (this release): a counters record carries every counter of
+harness.stats.recorder.COUNTERS; version 2 added every counter but `rebalances`, which
+version 3 added; version 1 files, written before some counters existed, read the missing
+ones as 0.
 """
 
 from __future__ import annotations
@@ -12,26 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from harness.stats.recorder import COUNTERS
+from harness.stats.records import RECORDS, SCHEMA_VERSION, required
 
-SCHEMA_VERSION = 2
-READABLE = (1, 2)
+__all__ = ["READABLE", "REQUIRED", "SCHEMA_VERSION", "problem", "upgrade"]
 
-_INTERVAL = ("v", "run", "node", "process", "interval", "start", "length")
-_SLOT = ("v", "run", "node", "interval", "start", "cpu")
-# Per type, the fields every readable version has.
-REQUIRED: dict[str, tuple[str, ...]] = {
-    "process": (*_INTERVAL, "cpu"),
-    "counters": (*_INTERVAL, "group"),
-    "histogram": (*_INTERVAL, "group", "tag", "hist"),
-    "host": _SLOT,
-    "broker": _SLOT,
-    "event": ("v", "run", "node", "time", "action"),
-    "reconciliation": ("v", "run", "node", "group"),
-    "union": ("v", "run", "node", "destination", "received_once"),
-}
+READABLE = (1, 2, 3)
+
+# Per type, the fields every readable version has: the typed records' required fields.
+REQUIRED: dict[str, tuple[str, ...]] = {kind: required(kind) for kind in RECORDS}
 # Fields a version added to a type, with what a record of an earlier version reads.
 ADDED: dict[int, dict[str, dict[str, Any]]] = {
-    2: {"counters": dict.fromkeys(COUNTERS, 0)},
+    2: {"counters": dict.fromkeys((c for c in COUNTERS if c != "rebalances"), 0)},
+    3: {"counters": {"rebalances": 0}},
 }
 
 

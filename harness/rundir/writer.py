@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.rundir.schema import SCHEMA_VERSION
+from harness.stats.records import closing_records, report_records
 from harness.stats.reports import IntervalReport
 
 HLOG_FORMAT_VERSION = "1.3"
@@ -29,13 +29,6 @@ HLOG_MAX_VALUE_UNIT_RATIO = 1000.0
 # header such as `--property "Authorization=Bearer ..."` is a credential too.
 _SECRET_KEY = re.compile(r"pass(word|code)?|secret|token|credential|auth|api[-_]?key|cookie",
                          re.IGNORECASE)
-
-
-def record_base(run: str, node: str, process: int, interval: int, start: float,
-                length: float, phase: str) -> dict[str, Any]:
-    """The fields every interval record in intervals.jsonl begins with."""
-    return {"v": SCHEMA_VERSION, "run": run, "node": node, "process": process,
-            "interval": interval, "start": start, "length": length, "phase": phase}
 
 
 def hlog_header(base_time: float, comment: str) -> str:
@@ -140,23 +133,8 @@ class RunWriter:
                      phase: str) -> None:
         """One process's report of an interval: its process, counters and histogram records
         (groups: each group's name by index)."""
-        base = record_base(self.run_id, self.node, report.process, report.index, start,
-                           report.length_s, phase)
-        records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
-                                          "cpu": report.cpu}]
-        for g, part in report.groups.items():
-            name = groups[g]
-            records.append({"type": "counters", **base, "group": name, **part.counters,
-                            "threads": part.threads, "threads_up": part.threads_up,
-                            "clamped": part.clamped})
-            for metric, encoded in part.histograms.items():
-                histogram = part.histogram(metric)
-                count = histogram.get_total_count()
-                records.append({"type": "histogram", **base, "group": name,
-                                "tag": f"{name}.{metric}", "count": count,
-                                "max": histogram.get_max_value() if count else 0,
-                                "hist": encoded})
-        self.write_interval(records, [])
+        self.write_interval(report_records(report, self.run_id, self.node, groups, start,
+                                           phase), [])
 
     def close_interval(self, index: int, start: float, phase: str, machine_cpu: float | None,
                        broker: tuple[int, float] | None,
@@ -164,12 +142,8 @@ class RunWriter:
         """An interval's end, once every process reported it: the host's CPU (and the
         broker's: pid, CPU), whose record a reader takes as the interval complete
         (harness.rundir.reader.Intervals), and its merged histograms in the .hlog."""
-        common = {"v": SCHEMA_VERSION, "run": self.run_id, "node": self.node,
-                  "interval": index, "start": start, "phase": phase}
-        records = [{"type": "host", **common, "cpu": machine_cpu}]
-        if broker is not None:
-            records.append({"type": "broker", **common, "pid": broker[0], "cpu": broker[1]})
-        self.write_interval(records, histograms)
+        self.write_interval(closing_records(self.run_id, self.node, index, start, phase,
+                                            machine_cpu, broker), histograms)
 
     def close(self) -> None:
         self.jsonl.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.stats.figures import (
@@ -19,6 +20,7 @@ from harness.stats.figures import (
 )
 from harness.stats.histogram import percentiles
 from harness.stats.intervals import IntervalView
+from harness.stats.slo import EXIT_SLO
 from harness.units import format_us
 
 
@@ -51,6 +53,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" reconnects={c['reconnects']} outage={c['outage_ms'] / 1000:.1f}s"
         if c["in_doubt"]:
             text += f" in_doubt={c['in_doubt']}"
+        if c.get("rebalances"):
+            text += f" rebalances={c['rebalances']}"
         if "delay" in group.histograms:
             text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
         if "confirm" in group.histograms:
@@ -123,6 +127,9 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
         if g.get("redelivered"):
             console.print(f"{name}: {g['redelivered']} messages redelivered (taken back from a "
                           "consumer that never acknowledged them)", highlight=False)
+        if g.get("rebalances"):
+            console.print(f"{name}: {g['rebalances']} partition assignments (its consumer "
+                          "group rebalanced; the log says which partitions)", highlight=False)
     floor = summary.get("floor")
     if floor and floor["samples"]:
         beside = "; ".join(
@@ -185,4 +192,28 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       f"received {check['received']}, missing {check['missing']}, "
                       f"duplicated {check['duplicated']}",
                       highlight=False, style="bold red" if bad else None)
+    verdict = summary.get("slo")
+    if verdict:
+        console.print(slo_table(verdict))
+        console.print("thresholds: " + ("all met" if verdict["passed"] else
+                      f"{sum(not v['passed'] for v in verdict['thresholds'])} of "
+                      f"{len(verdict['thresholds'])} missed (exit {EXIT_SLO})"),
+                      highlight=False, style=None if verdict["passed"] else "bold red")
     console.print(f"run directory: {run_dir}", highlight=False)
+
+
+def slo_table(verdict: dict[str, Any]) -> Table:
+    """The thresholds, met or missed, over the measured span (and its intervals)."""
+    every = any("intervals_judged" in v for v in verdict["thresholds"])
+    table = Table(title="Thresholds", title_justify="left")
+    for column in ("threshold", "measured", "verdict", *(("intervals missed",) if every else ())):
+        table.add_column(column)
+    for v in verdict["thresholds"]:
+        mark = "[green]pass[/]" if v["passed"] else "[bold red]FAIL[/]"
+        if v["span_passed"] is None:
+            mark += " (not measured)"
+        row = [escape(v["threshold"]), escape(v["shown"]), mark]
+        if every:
+            row.append(f"{v['intervals_missed']} of {v['intervals_judged']}")
+        table.add_row(*row)
+    return table

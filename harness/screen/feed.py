@@ -63,7 +63,7 @@ class Feed(ABC):
 
 def describe_target(run: RunSpec) -> str:
     """Transports and brokers, as the header shows them: stomp activemq@127.0.0.1:61613."""
-    from harness.transports import transport_class
+    from harness.modules import transport_class
 
     seen: list[str] = []
     for group in run.groups:

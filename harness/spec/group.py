@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.modules import TRANSPORTS, transport_class
+from harness.modules.interface.base import Capability
+from harness.modules.interface.optional import EmbeddedBroker
+from harness.modules.interface.settings import GROUP_FIELDS, Settings
 from harness.spec.options import field_values, password, table
 from harness.spec.roles import ROLES
 from harness.spec.template import TemplateError, check, expand
-from harness.transports import TRANSPORTS, transport_class
-from harness.transports.base import Capability
-from harness.transports.settings import GROUP_FIELDS, Settings
 
 
 @dataclass
@@ -107,20 +108,28 @@ class GroupSpec:
 
     @property
     def confirmed(self) -> bool:
-        """Its broker confirms each send (harness.transports.base.Transport.confirms)."""
-        return self.role in ("Sender", "Publisher", "Requestor") and \
+        """Its broker confirms each send (harness.modules.interface.base.Transport.confirms)."""
+        return ROLES[self.role].produces and \
             transport_class(self.transport).confirms(self.settings("", 0, 0))
 
     @property
     def embedded(self) -> bool:
         """Its broker lives inside each process: every process runs its own copy of the
         group, and a consumer sees only the producers of its own process."""
-        return transport_class(self.transport).embedded
+        return issubclass(transport_class(self.transport), EmbeddedBroker)
 
     def thread_number(self, copy: int, thread: int) -> int:
         """A thread's number in its group, from 1, across the group's processes (copy: which
         of them) ({{n}} in templates)."""
         return copy * self.threads + thread + 1
+
+    @property
+    def destination_count(self) -> int:
+        """How many destinations the group's threads use: 1, or -db to -dx."""
+        if self.destination_max is None:
+            return 1
+        base = 1 if self.destination_base is None else self.destination_base
+        return self.destination_max - base + 1
 
     def destination_for(self, copy: int, thread: int) -> str:
         """The destination of one thread: destination itself, or with -dx the numbered one
@@ -132,7 +141,7 @@ class GroupSpec:
             return self.destination or ""
         base = 1 if self.destination_base is None else self.destination_base
         n = self.thread_number(copy, thread)
-        return f"{self.destination}{base + (n - 1) % (self.destination_max - base + 1)}"
+        return f"{self.destination}{base + (n - 1) % self.destination_count}"
 
     def settings(self, node: str, process: int, thread: int, copy: int = 0) -> Settings[Any]:
         """What a transport instance is given: the group's fields, its transport's options
@@ -162,7 +171,7 @@ def group_spec(given: dict[str, Any]) -> GroupSpec:
     transport = str(given.get("module") or "").partition(".")[0]
     options = {}
     for option in table().values():
-        if option.transports:
+        if option.transports and option.scope != "run":
             value = values.pop(option.name)
             unset = value == option.default or (option.multiple and not value)
             if transport in option.transports or not unset:
@@ -224,6 +233,9 @@ def _check_role_options(group: GroupSpec, role_name: str) -> None:
             if given:
                 raise BadInput(flag, f"a {role_name} {what}: this is for the groups that "
                                "send (Sender, Publisher, Requestor)")
+    if role.asks and group.correlation_id:
+        raise BadInput("-co", f"a {role_name} gives each request a correlation id of its own, "
+                       "to match its reply to it")
     if role.produces and not role.consumes and group.crc:
         raise BadInput("--crc", f"a {role_name} receives nothing: this is for the groups that "
                        f"receive ({', '.join(SIDES['receive'])})")
@@ -290,6 +302,9 @@ def validate_group(group: GroupSpec, index: int) -> None:
         raise BadInput("--flavour", f"{transport_name} flavours are "
                        f"{', '.join(transport.flavours)}" if transport.flavours else
                        f"the {transport_name} transport has no flavours")
+    if group.protocol and not transport.protocols:
+        raise BadInput("--protocol", f"the {transport_name} transport speaks one protocol "
+                       "version: there is none to choose")
     settings = group.settings("", 0, 0)
     for flag, problem in transport.problems(settings):
         raise BadInput(flag, problem)

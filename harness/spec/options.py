@@ -16,9 +16,8 @@ from functools import cache
 from typing import Any
 
 from harness.errors import BadInput
-from harness.transports import TRANSPORTS, transport_class
-from harness.transports.loopback import FAULT_ACTIONS
-from harness.transports.options import Option
+from harness.modules import TRANSPORTS, transport_class
+from harness.modules.interface.options import Option
 from harness.units import parse_size
 
 PASSWORD_ENV = "HARNESS_PASSWORD"
@@ -29,15 +28,6 @@ def parse_property(text: str) -> tuple[str, str]:
     if not eq or not key.strip():
         raise ValueError(f"{text!r} is not key=value")
     return key.strip(), value
-
-
-def parse_fault(text: str) -> tuple[str, str, int]:
-    parts = text.split(":")
-    if len(parts) != 3 or parts[0] not in FAULT_ACTIONS or not parts[2].isdigit() \
-            or int(parts[2]) < 1:
-        raise ValueError(f"{text!r} is not ACTION:DESTINATION:N with ACTION one of "
-                         f"{', '.join(FAULT_ACTIONS)} and N >= 1")
-    return parts[0], parts[1], int(parts[2])
 
 
 G, C, R = "group", "connection", "run"
@@ -69,16 +59,17 @@ COMMON: tuple[Option, ...] = (
            short="-mg", low=0),
     Option("size", str, "256", "Message body size: 256, 4k, 1m.", short="-ms",
            convert=parse_size),
-    Option("type", str, "bytes", "Body: bytes (random), text (printable; STOMP sends a text "
-           "frame, which JMS brokers deliver as a TextMessage) or xml (text shaped as an XML "
-           "document).", field="body_type"),
+    Option("type", str, "bytes", "Body: bytes (random), text (printable; sent as a text "
+           "message where the protocol has them, which JMS brokers deliver as a TextMessage) "
+           "or xml (text shaped as an XML document).", field="body_type"),
     Option("body-file", str, None, "Send this file's bytes as the body (overrides -ms).",
            short="-mf"),
     Option("property", str, None, "Message property key=value (repeatable).",
            field="properties", multiple=True,
            convert=lambda items: dict(parse_property(p) for p in items or [])),
     Option("correlation-id", str, None, "Correlation id prefix; each thread sends "
-           "<prefix><thread number>.", short="-co"),
+           "<prefix><thread number> (a Requestor sets its own, to match replies).",
+           short="-co"),
     Option("persistent", bool, False, "Persistent messages.", short="-pp"),
     Option("transacted", bool, False, "Transacted sessions (commit every -cc messages).",
            short="-tx"),
@@ -95,8 +86,7 @@ COMMON: tuple[Option, ...] = (
     # Their help lists each transport's own defaults: see _per_transport_help().
     Option("port", int, 0, "Broker port.", scope=C, low=0, high=65535),
     Option("flavour", str, "", "Broker dialect.", scope=C),
-    Option("protocol", str, "", "Protocol version: STOMP 1.1 or 1.2 (default); MQTT 3.1.1 "
-           "(default) or 5.", scope=C),
+    Option("protocol", str, "", "Protocol version.", scope=C),
     Option("user", str, None, "Login user name.", scope=C),
     Option("password", str, None, "Login password (never printed or written; prefer "
            "--password-env or --password-file).", scope=C),
@@ -109,8 +99,9 @@ COMMON: tuple[Option, ...] = (
     Option("cert", str, None, "Client certificate file (--tls).", scope=C),
     Option("key", str, None, "Client key file (--tls).", scope=C),
     Option("client-id", str, None, "Client id prefix; each thread appends its number "
-           "(durable subscriptions and MQTT sessions are keyed by it).", scope=C),
-    Option("connect-retry", int, 0, "Connection attempts to retry at start, with back-off.",
+           "(durable subscriptions and persistent sessions are keyed by it).", scope=C),
+    Option("connect-retry", int, 0, "Attempts to retry at start, with back-off: the connection, "
+           "declarations and subscription together.",
            scope=C, low=0),
     # -- the run
     Option("run-length", float, 0.0, "Seconds to run; 0 = until -mg is reached or Ctrl-C.",
@@ -133,18 +124,26 @@ COMMON: tuple[Option, ...] = (
            "processes (default: the interpreter's).", scope=R),
     Option("reorder-window", float, 1.0, "Seconds a missing message may arrive late and "
            "count as reordered before it counts as lost.", scope=R, low=0),
+    Option("slo", str, None, "A threshold the run must meet, e.g. 'receiver.latency.p99 < "
+           "5ms', 'sender.rate >= 0.99 * target', 'lost == 0' (repeatable); a run that misses "
+           "one exits 99.", scope=R, multiple=True),
+    Option("slo-interval", bool, False, "Judge the thresholds on every measured interval "
+           "too, not only on the measured span.", scope=R),
+    Option("slo-abort", int, 0, "Stop the run after this many measured intervals in a row "
+           "that missed a threshold (0: never); implies --slo-interval.", scope=R, low=0),
+    Option("junit", str, None, "Write the thresholds' verdicts to this file as JUnit XML, "
+           "one test case each.", scope=R),
+    Option("metrics-port", int, None, "Serve the run's figures for Prometheus on this port "
+           "(OpenMetrics at /metrics) while it runs.", scope=R, low=0, high=65535),
+    Option("metrics-host", str, "127.0.0.1", "The address --metrics-port listens on "
+           "(0.0.0.0: every interface).", scope=R),
+    Option("pushgateway", str, None, "Push the run's final figures to this Prometheus "
+           "Pushgateway (http://host:9091), for runs shorter than a scrape.", scope=R),
+    Option("push-intervals", bool, False, "With --pushgateway: push every interval's "
+           "figures too, not only the final ones.", scope=R),
     Option("run-id", str, None, "Run id; give every node of a multi-node run the same one, so "
            "that `harness merge` knows their files belong together (default: a new random "
            "id).", scope=R),
-    Option("loopback-capacity", float, 0.0, "Simulate a broker that serves this many msg/s "
-           "in all (one FIFO server, messages queue behind it); 0 = as fast as the hand-off.",
-           scope=R, low=0),
-    Option("loopback-delay", float, 0.0, "Milliseconds the simulated broker adds to every "
-           "message (a fixed service or network time).", scope=R, low=0),
-    Option("inject", str, None, "Loopback fault ACTION:DESTINATION:N, ACTION one of "
-           f"{', '.join(FAULT_ACTIONS)}, N the n-th message sent there (repeatable; for "
-           "tests).", field="faults", scope=R, multiple=True,
-           convert=lambda items: [parse_fault(f) for f in items or []]),
 )
 # Options that are read to find the password, then dropped: the group keeps only the secret.
 CREDENTIALS = ("password-env", "password-file")
@@ -174,8 +173,9 @@ def table() -> dict[str, Option]:
 
 
 def _per_transport_help(out: dict[str, Option]) -> dict[str, Option]:
-    """The help of --port and --flavour, from what each transport says of itself."""
-    ports, flavours = [], []
+    """The help of --port, --flavour and --protocol, from what each transport says of
+    itself."""
+    ports, flavours, protocols = [], [], []
     for name in TRANSPORTS:
         try:
             transport = transport_class(name)
@@ -184,12 +184,16 @@ def _per_transport_help(out: dict[str, Option]) -> dict[str, Option]:
         if transport.default_port:
             tls = f" ({transport.tls_port} with --tls)" if transport.tls_port else ""
             ports.append(f"{name} {transport.default_port}{tls}")
-        if transport.flavours:
-            first, *rest = transport.flavours
-            flavours.append(f"{name} {', '.join([f'{first} (default)', *rest])}")
+        for named, listed in ((transport.flavours, flavours),
+                              (transport.protocols, protocols)):
+            if named:
+                first, *rest = named
+                listed.append(f"{name} {', '.join([f'{first} (default)', *rest])}")
     out["port"] = _with(out["port"], help="Broker port; 0 = the transport's default ("
                         f"{', '.join(ports)}).")
     out["flavour"] = _with(out["flavour"], help=f"Broker dialect: {'; '.join(flavours)}.")
+    out["protocol"] = _with(out["protocol"], help="Protocol version: "
+                            f"{'; '.join(protocols)}.")
     return out
 
 
@@ -316,22 +320,32 @@ SCOPE_TITLES = {"group": "Worker group (each `-g` too)", "connection": "Connecti
                 "run": "Run"}
 
 
-def markdown_tables() -> str:
+def markdown_tables(transport: str | None = None) -> str:
     """The manual's flag tables (contrib/docs/docs/running.md), made from this table (a
-    test keeps the page in step)."""
+    test keeps the page in step); with a transport, the one table of its own options (its
+    page of the manual)."""
+    if transport is not None:
+        out = ["| flag | meaning | default |", "| --- | --- | --- |"]
+        out += [_row(option, takes=False) for option in table().values()
+                if transport in option.transports]
+        return "\n".join(out) + "\n"
     out = []
     for scope, title in SCOPE_TITLES.items():
         out += [f"{title}:", "", "| flag | meaning | default | transports |",
                 "| --- | --- | --- | --- |"]
-        for option in in_scope(scope):
-            flags = " ".join(f"`{f}`" for f in option.flags)
-            if option.negative:
-                flags += f" `--no-{option.key}`"
-            default = "" if option.default is None or option.default == "" else \
-                ("on" if option.default else "off") if option.type is bool else \
-                f"`{option.default}`"
-            takes = ", ".join(option.transports) or "all"
-            meaning = option.help.replace("|", "/").replace("<", "&lt;").replace(">", "&gt;")
-            out.append(f"| {flags} | {meaning} | {default} | {takes} |")
+        out += [_row(option) for option in in_scope(scope)]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _row(option: Option, takes: bool = True) -> str:
+    """An option as a row of the manual's tables: flags, meaning, default and (takes) the
+    transports that take it."""
+    flags = " ".join(f"`{f}`" for f in option.flags)
+    if option.negative:
+        flags += f" `--no-{option.key}`"
+    default = "" if option.default is None or option.default == "" else \
+        ("on" if option.default else "off") if option.type is bool else f"`{option.default}`"
+    meaning = option.help.replace("|", "/").replace("<", "&lt;").replace(">", "&gt;")
+    row = f"| {flags} | {meaning} | {default} |"
+    return f"{row} {', '.join(option.transports) or 'all'} |" if takes else row

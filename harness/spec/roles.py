@@ -1,4 +1,4 @@
-"""The roles as facts (the table is harness.transports.roles, beside the transport interface)
+"""The roles as facts (the table is harness.modules.interface.roles, beside the transport interface)
 and the metrics each records. The threads that play them are in harness.engine.roles;
 everything that plans, validates or reports a run reads the table."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.transports.roles import ROLES, Role
+from harness.modules.interface.roles import ROLES, Role
 
 if TYPE_CHECKING:
     from harness.spec.group import GroupSpec

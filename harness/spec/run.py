@@ -28,15 +28,25 @@ class RunSpec:
     node: str = field(default_factory=lambda: os.uname().nodename)
     broker_pid: int | None = None
     switch_interval: float | None = None
-    faults: list[tuple[str, str, int]] = field(default_factory=list)
     reorder_window: float = 1.0
-    loopback_capacity: float = 0.0  # msg/s the simulated broker serves; 0 = unlimited
-    loopback_delay: float = 0.0  # ms added to every message by the simulated broker
+    # The run-wide options a transport declares (scope "run": the loopback broker's
+    # capacity, delay and faults), by name.
+    options: dict[str, Any] = field(default_factory=dict)
     run_id: str | None = None  # shared by the nodes of one multi-node run; None: a new one
     seed: int = 0  # the Poisson arrivals' seed
     # The nodes that run every group at once (a distributed run): a consumer on a real broker
     # shares its destination with the other nodes' consumers and producers.
     nodes: int = 1
+    # Thresholds (harness.stats.slo), as given; and where the figures go besides the run
+    # directory (harness.rundir.judge, harness.rundir.metrics).
+    slo: list[str] = field(default_factory=list)
+    slo_interval: bool = False
+    slo_abort: int = 0
+    junit: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    pushgateway: str | None = None
+    push_intervals: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,7 +57,8 @@ def run_spec(given: dict[str, Any], groups: list[GroupSpec]) -> RunSpec:
     values = field_values(given, ("run",))
     if values["node"] is None:
         del values["node"]
-    return RunSpec(groups=groups, **values)
+    options = {o.name: values.pop(o.name) for o in in_scope("run") if o.transports}
+    return RunSpec(groups=groups, options=options, **values)
 
 
 def _above_zero(flag: str, value: float) -> None:
@@ -81,8 +92,16 @@ def validate_run(run: RunSpec) -> None:
     for index, group in enumerate(run.groups):
         validate_group(group, index)
     assign_group_names(run.groups)
+    used = {group.transport for group in run.groups}
     for option in in_scope("run"):
-        problem = option.out_of_bounds(getattr(run, option.name))
+        if option.transports:
+            value = run.options.get(option.name, option.default)
+            if value not in (option.default, [], ()) and not used & set(option.transports):
+                raise BadInput(option.flag, f"is for {' and '.join(option.transports)}; no "
+                               "group uses it")
+        else:
+            value = getattr(run, option.name)
+        problem = option.out_of_bounds(value)
         if problem:
             raise BadInput(option.flag, problem)
     _above_zero("-ss", run.interval)
@@ -100,11 +119,6 @@ def validate_run(run: RunSpec) -> None:
         raise BadInput("--processes", "all loopback groups need the same --processes: the "
                        "embedded broker lives inside one process, so each process runs its "
                        "own copy of every loopback group")
-    if (run.loopback_capacity or run.loopback_delay) and not loopback:
-        flag = "--loopback-capacity" if run.loopback_capacity else "--loopback-delay"
-        raise BadInput(flag, "simulates the loopback broker; no group uses it")
-    if run.faults and not loopback:
-        raise BadInput("--inject", "faults can be injected only into the loopback broker")
     if run.run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run.run_id):
         raise BadInput("--run-id", f"{run.run_id!r}: use up to 64 letters, digits, '.', '_' "
                        "or '-'")

@@ -10,8 +10,15 @@ from dataclasses import dataclass
 from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 
-PRODUCERS = ("Sender", "Publisher")
-CONSUMERS = ("Receiver", "Subscriber")
+
+def is_producer(role: str) -> bool:
+    """A role whose sends a destination's delivery check expects (Sender, Publisher)."""
+    return ROLES[role].sends_only
+
+
+def is_consumer(role: str) -> bool:
+    """A role whose receipts a destination's delivery check counts (Receiver, Subscriber)."""
+    return ROLES[role].measures_only
 
 
 @dataclass
@@ -44,9 +51,9 @@ def endpoints(run: RunSpec) -> dict[tuple[str, str, str], Endpoint]:
         if group.filtered or (group.destination_max is not None and key[1] == "topic"):
             point.filtered = True
         point.groups.append(i)
-        if group.role in PRODUCERS:
+        if is_producer(group.role):
             point.producers.append(i)
-        elif group.role in CONSUMERS:
+        elif is_consumer(group.role):
             point.consumers.append(i)
             if key[1] == "topic":
                 point.copies += group.threads * group.processes * \

@@ -16,7 +16,7 @@ from hdrh.histogram import HdrHistogram
 
 from harness.spec.group import GroupSpec
 from harness.spec.run import RunSpec
-from harness.spec.topology import CONSUMERS, PRODUCERS, endpoints
+from harness.spec.topology import endpoints, exclusive_consumers, is_consumer, is_producer
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
@@ -347,16 +347,20 @@ class RunStats:
         - per queue with competing receivers, how many distinct messages they received
           between them (`received_once`), for the delivery check.
         """
-        produced = [s for s in streams if self.run.groups[s.group].role in PRODUCERS]
+        produced = [s for s in streams if is_producer(self.run.groups[s.group].role)]
         failed = {p: set(numbers) for s in produced for p, numbers in s.failed.items()}
         doubt = {p: set(numbers) - failed.get(p, set()) for s in produced
                  for p, numbers in s.doubt.items()}
         records: list[dict[str, Any]] = []
         adjust: dict[str, tuple[int, int, int]] = {}
+        # A competing consumer that received nothing (a Kafka group member given no
+        # partition) has no bits either: whether it competes is the run's, not its own.
+        exclusive = exclusive_consumers(self.run, range(len(self.run.groups)))
         for seen in streams:
             spec = self.run.groups[seen.group]
-            if spec.role not in CONSUMERS or spec.messages or spec.filtered \
-                    or spec.destination_max is not None or seen.seen:
+            if not is_consumer(spec.role) or spec.messages or spec.filtered \
+                    or spec.destination_max is not None or seen.seen \
+                    or not exclusive.get(seen.group, True):
                 continue
             tail = 0
             for source in produced:

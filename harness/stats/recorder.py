@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 METRICS = ("latency", "service", "delay", "confirm")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
-            "late", "refused", "in_doubt", "redelivered", "cpu_us")
+            "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us")
 
 
 class Sample(NamedTuple):
@@ -27,10 +27,12 @@ class Sample(NamedTuple):
     streams: dict[str, Any] | None = None
     # The first error of each kind in this part of the interval, with its reason.
     reasons: dict[str, str] | None = None
+    # What the transport said happened that is no error (a partition assignment), in order.
+    notes: list[str] | None = None
 
 
 class Recorder:
-    __slots__ = (*METRICS, *COUNTERS, "reasons")
+    __slots__ = (*METRICS, *COUNTERS, "reasons", "notes")
 
     def __init__(self) -> None:
         self._reset()
@@ -45,10 +47,13 @@ class Recorder:
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0
         self.unsent = self.late = 0
         # Sends counted, then refused by the broker after all, or whose outcome a fault hid
-        # (harness.transports.feedback)
+        # (harness.modules.interface.feedback)
         self.refused = self.in_doubt = 0
         # Received again after the broker took them back from a consumer (Redis claims)
         self.redelivered = 0
+        # Changes of the partitions a consumer group gave this consumer (Kafka)
+        self.rebalances = 0
+        self.notes: list[str] = []
         self.cpu_us = 0  # set by the cell for the group, never by a thread
         self.reasons: dict[str, str] = {}
 
@@ -61,6 +66,7 @@ class Recorder:
 
     def take(self) -> Sample:
         sample = Sample({m: getattr(self, m) for m in METRICS},
-                        {c: getattr(self, c) for c in COUNTERS}, None, self.reasons or None)
+                        {c: getattr(self, c) for c in COUNTERS}, None, self.reasons or None,
+                        self.notes or None)
         self._reset()
         return sample

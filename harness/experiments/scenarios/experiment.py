@@ -16,6 +16,7 @@ from harness.experiments.profile import Point, Profile, with_value
 from harness.experiments.scenarios.supplychain import report
 from harness.experiments.search import Probe, capacity
 from harness.rundir.reader import load as load_run
+from harness.stats.slo import EXIT_SLO
 from harness.units import format_us
 
 
@@ -27,6 +28,7 @@ def run_point(point: Point, execute: Execute, output: Path | None = None) -> dic
     outcome = report(made, plan, result.summary,
                      load_run(result.run_dir).replay(histograms=False).views())
     outcome["run_dir"] = str(result.run_dir)
+    outcome["exit_code"] = result.exit_code
     (result.run_dir / "scenario.json").write_text(json.dumps(outcome, indent=1, default=str))
     return outcome
 
@@ -72,7 +74,9 @@ def run_profile(profile: Profile, execute: Execute, console: Console) -> int:
     if profile.base_search is None:
         outcome = run_point(point, execute)
         show(console, outcome)
-        return 0
+        # A run that went well but failed its validity checks exits as a missed threshold.
+        code = outcome["exit_code"]
+        return EXIT_SLO if code == 0 and not outcome["valid"] else code
     search = profile.base_search
     topology = point.scenario[0].topology
     experiment = Experiment(profile, execute, console)  # for its run tree and settling

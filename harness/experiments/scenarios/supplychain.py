@@ -279,8 +279,8 @@ def steps(s: Scenario, persistent_ok: bool = True, transactions_ok: bool = True,
 def run_spec(s: Scenario, base: RunSpec, template: GroupSpec) -> tuple[RunSpec, list[Step]]:
     """The RunSpec of a scenario: its groups on the template group's transport and
     connection."""
-    from harness.transports import transport_class
-    from harness.transports.base import Capability
+    from harness.modules import transport_class
+    from harness.modules.interface.base import Capability
     caps = transport_class(template.transport).capabilities_for(
         template.settings(base.node, 0, 0))
     plan = steps(s, persistent_ok=bool(caps & Capability.PERSISTENT),

@@ -2,7 +2,7 @@
 SelectConnection, Proton's container, nats-py's asyncio loop) share: a send queues, flush()
 writes; receive() turns the loop, which hands each message to the measurement on this same
 thread or to the inbox; a lost connection is opened again from this thread
-(harness.transports.reconnect); and the sends awaiting the broker's confirmation, which become
+(harness.modules.kit.reconnect); and the sends awaiting the broker's confirmation, which become
 failed sends when it is lost."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from abc import abstractmethod
 from collections import deque
 from typing import Any, ClassVar
 
-from harness.transports.base import TransportError
-from harness.transports.message import Message
-from harness.transports.network import NetworkTransport
-from harness.transports.reconnect import Reconnecting
-from harness.transports.settings import Settings
+from harness.modules.interface.base import TransportError
+from harness.modules.interface.message import Message
+from harness.modules.interface.optional import ClientLoop
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.network import NetworkTransport
+from harness.modules.kit.reconnect import Reconnecting
 
 
-class DrivenTransport(Reconnecting, NetworkTransport):
+class DrivenTransport(Reconnecting, NetworkTransport, ClientLoop):
     # Sends queued before they are written out (and before a producer that is behind its
     # schedule writes; one that is ahead writes before it sleeps): a turn of the library's
     # loop per batch, the batch's first message waiting for its last.
@@ -37,7 +38,7 @@ class DrivenTransport(Reconnecting, NetworkTransport):
         self.dispatching = False
         # A producer whose sends await confirmation waits in the loop until its next send is
         # due (idle), and that wait must end when asked: the loop waits to the microsecond
-        # (harness.transports.selector), which costs every other wait a little.
+        # (harness.modules.kit.selector), which costs every other wait a little.
         self.exact_waits = settings.publishes and self.confirms(settings)
 
     def arrived(self, raw: Any) -> None:

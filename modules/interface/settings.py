@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from harness.transports.roles import ROLES
+from harness.modules.interface.roles import ROLES
 
 OptionsT = TypeVar("OptionsT")  # the transport's options dataclass
 
@@ -67,8 +67,7 @@ class Settings(Generic[OptionsT]):
     @property
     def sends_only(self) -> bool:
         """A producer that receives nothing (Sender, Publisher)."""
-        role = ROLES[self.role]
-        return role.produces and not role.consumes
+        return ROLES[self.role].sends_only
 
     @property
     def consumes(self) -> bool:
@@ -78,8 +77,7 @@ class Settings(Generic[OptionsT]):
     @property
     def measures_only(self) -> bool:
         """A consumer that sends nothing back (Receiver, Subscriber)."""
-        role = ROLES[self.role]
-        return role.consumes and not (role.produces or role.replies or role.scenario)
+        return ROLES[self.role].measures_only
 
     @property
     def on_topic(self) -> bool:
@@ -101,6 +99,17 @@ class Settings(Generic[OptionsT]):
     def replies(self) -> bool:
         """It answers each request to its reply-to (Responder)."""
         return ROLES[self.role].replies
+
+    def connection_id(self, stable: bool) -> str | None:
+        """--client-id plus this worker's process and thread; when none was given and the
+        broker must find this client again (a durable subscription, a persistent session),
+        a stable one made from the node and group names, else None."""
+        prefix = self.client_id
+        if prefix is None and stable:
+            prefix = f"{self.node}-{self.name}-"
+        if prefix is None:
+            return None
+        return f"{prefix}{self.process}.{self.thread}"
 
     def address(self, default_port: int) -> tuple[str, int]:
         return self.host or "127.0.0.1", self.port or default_port

@@ -13,7 +13,8 @@ from array import array
 
 
 class Feedback:
-    __slots__ = ("confirm_us", "doubt", "errors", "failed", "redelivered", "redelivered_lock")
+    __slots__ = ("confirm_us", "doubt", "errors", "failed", "rebalances", "redelivered",
+                 "redelivered_lock")
 
     def __init__(self) -> None:
         self.confirm_us: array[int] = array("q")
@@ -30,10 +31,18 @@ class Feedback:
         # consumer switches to pushed delivery, on both threads at once.
         self.redelivered = 0
         self.redelivered_lock = threading.Lock()
+        # A consumer group's changes of what this consumer reads (partitions assigned), each
+        # as the line of the log that says it; on the worker's own thread (the client
+        # library calls back from within the worker's receive).
+        self.rebalances: list[str] = []
 
     def error(self, kind: str, reason: str) -> None:
         count, _ = self.errors.get(kind, (0, reason))
         self.errors[kind] = (count + 1, reason)
+
+    def rebalance(self, note: str) -> None:
+        """Count a rebalance of the consumer's group, said in the log as `note`."""
+        self.rebalances.append(note)
 
     def redelivery(self) -> None:
         """Count a message the broker delivered again (rare: the lock costs nothing)."""

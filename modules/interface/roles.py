@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.transports.capability import Capability
+from harness.modules.interface.capability import Capability
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,16 @@ class Role:
     scenario: bool = False  # runs only inside a scenario profile
     asks: bool = False  # sends requests and waits for their replies
     replies: bool = False  # sends a reply to each request it receives
+
+    @property
+    def sends_only(self) -> bool:
+        """A producer that receives nothing (Sender, Publisher)."""
+        return self.produces and not self.consumes
+
+    @property
+    def measures_only(self) -> bool:
+        """A consumer that sends nothing back (Receiver, Subscriber)."""
+        return self.consumes and not (self.produces or self.replies or self.scenario)
 
 
 ROLES: dict[str, Role] = {

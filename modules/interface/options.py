@@ -104,12 +104,13 @@ def _scalar(kind: type, given: Any) -> Any:
 
 def option(default: Any, help: str, *, key: str = "", scope: str = "group", low: float | None =
            None, high: float | None = None, negative: bool = False,
-           multiple: bool = False, side: str = "") -> Any:
+           multiple: bool = False, side: str = "",
+           convert: Callable[[Any], Any] | None = None) -> Any:
     """A field of a transport's options dataclass, declared once: its default and what the
     command line, profiles and the manual say of it (see declared())."""
     return dataclasses.field(default=default, metadata={"option": dict(
         help=help, key=key, scope=scope, low=low, high=high, negative=negative,
-        multiple=multiple, side=side)})
+        multiple=multiple, side=side, convert=convert)})
 
 
 def declared(options: type) -> tuple[Option, ...]:

@@ -9,13 +9,14 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any
 
-from harness.transports.base import Transport
-from harness.transports.inbox import Inbox
-from harness.transports.message import Message
-from harness.transports.settings import Settings
+from harness.modules.interface.base import Transport
+from harness.modules.interface.message import Message
+from harness.modules.interface.optional import Acknowledgements, PushedDelivery
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.inbox import Inbox
 
 
-class NetworkTransport(Transport):
+class NetworkTransport(Transport, PushedDelivery):
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
@@ -53,7 +54,8 @@ class NetworkTransport(Transport):
         with self.sink_lock:
             self.sink = sink
             self.frames = frames
-            self.headed = None if self.acknowledges() else headed
+            acks = isinstance(self, Acknowledgements) and self.acknowledges()
+            self.headed = None if acks else headed
         return True
 
     def interrupt(self) -> None:

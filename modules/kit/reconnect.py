@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 
-from harness.transports.base import ROLLED_BACK, TransportError
-from harness.transports.message import Destination
+from harness.modules.interface.base import ROLLED_BACK, TransportError
+from harness.modules.interface.message import Destination
 
 RECONNECT_EVERY_S = 0.5
 
@@ -33,12 +33,14 @@ class Reconnecting:
         """Reconnect a lost connection, or raise TransportError."""
         if self.connected:
             return
+        # Down from the moment it is found down, before the back-off below refuses a call:
+        # the worker counts one error an outage only while the transport says it is in one.
+        outages = self.outages  # type: ignore[attr-defined]
+        outages.went_down()
         now = time.monotonic()
         if now - self.last_attempt < RECONNECT_EVERY_S:
             raise TransportError("not connected")
         self.last_attempt = now
-        outages = self.outages  # type: ignore[attr-defined]
-        outages.went_down()
         self._reopen()
         if self.subscription is not None:
             self._subscribe(self.subscription)

@@ -1,0 +1,192 @@
+"""OpenMessaging Benchmark's workload files, as they are: a workload's keys made into the
+groups, run settings and search of a profile (a profile's `omb:` key, `harness run --omb`).
+
+A workload describes topics, producers and subscriptions; the harness has worker groups
+with a destination, a role and threads. One producer group holds every producer (its
+threads take the topics in turn, -dx), one consumer group every consumer: a single
+subscription of several consumers is a queue whose receivers compete (Sender and
+Receiver), several subscriptions of one consumer each are subscribers that each see every
+message (Publisher and Subscriber). A key the harness cannot honour is refused by name.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from harness.spec.options import table
+
+# Every key of OMB's Workload, with its default there. The value of a key whose default is
+# None must be given.
+DEFAULTS: dict[str, Any] = {
+    "name": None, "topics": None, "partitionsPerTopic": None, "keyDistributor": "NO_KEY",
+    "messageSize": None, "useRandomizedPayloads": False, "randomBytesRatio": 0.0,
+    "randomizedPayloadPoolSize": 0, "payloadFile": "", "subscriptionsPerTopic": None,
+    "producersPerTopic": None, "consumerPerSubscription": None,
+    "messageRateReceivedForSubscription": 100, "producerRate": None,
+    "producerStartRate": 10_000, "acceptableBacklog": 10_000, "producerIncrementRate": 0,
+    "producerIncrementSeconds": 60, "consumerBacklogSizeGB": 0,
+    "producerPauseBeforeDrain": 0, "producerPauseDuringDrain": 0,
+    "testDurationMinutes": None, "warmupDurationMinutes": 1, "messageSizeDistribution": None,
+}
+# OMB's key distributors and the harness's --keys that do the same to partitions.
+KEY_DISTRIBUTORS = {"NO_KEY": "none", "KEY_ROUND_ROBIN": "sequence", "ROUND_ROBIN": "sequence",
+                    "RANDOM_NANO": "random"}
+# What the harness does not do, by the value that asks for it (OMB's default is fine).
+NOT_HONOURED = {
+    "useRandomizedPayloads": "payloads of partly random bytes are not made; use payloadFile",
+    "messageRateReceivedForSubscription": "filtered subscriptions are not modelled",
+    "producerIncrementRate": "a rate raised in steps within a run is not supported yet",
+    "consumerBacklogSizeGB": "a backlog built before consumers start is not supported yet",
+    "producerPauseBeforeDrain": "a backlog build-up is not supported yet",
+    "producerPauseDuringDrain": "a backlog build-up is not supported yet",
+    "messageSizeDistribution": "a mix of sizes is not supported yet; give messageSize",
+}
+POSITIVE = ("topics", "partitionsPerTopic", "messageSize", "producersPerTopic",
+            "testDurationMinutes")
+
+
+class WorkloadError(ValueError):
+    """A workload key the harness cannot read or honour: key, and what is wrong."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+def read_workload(source: Any, base: Path) -> tuple[dict[str, Any], Path | None]:
+    """The workload's keys (a mapping, or the path of a YAML file relative to `base`), and
+    the file it came from."""
+    import yaml
+
+    if isinstance(source, dict):
+        return source, None
+    if not isinstance(source, str) or not source:
+        raise WorkloadError("omb", "names an OpenMessaging Benchmark workload file, or holds "
+                                   "its keys")
+    path = Path(source).expanduser()
+    if not path.is_absolute():
+        path = base / path
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise WorkloadError("omb", f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise WorkloadError("omb", f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise WorkloadError("omb", f"{path} is not a mapping of workload keys")
+    return data, path
+
+
+def _number(workload: dict[str, Any], key: str, kind: type = int) -> Any:
+    value = workload.get(key, DEFAULTS[key])
+    if value is None:
+        raise WorkloadError(key, "is required")
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            (kind is int and value != int(value)):
+        raise WorkloadError(key, f"must be a {'whole ' if kind is int else ''}number, "
+                                 f"got {value!r}")
+    if value < 0 or (key in POSITIVE and value <= 0):
+        raise WorkloadError(key, f"must be {'above' if key in POSITIVE else 'at least'} 0, "
+                                 f"got {value:g}")
+    return kind(value)
+
+
+def _takes(transport: str, key: str) -> bool:
+    option = table().get(key)
+    return option is not None and (not option.transports or transport in option.transports)
+
+
+def profile_parts(workload: dict[str, Any], transport: str, connection: str,
+                  file: Path | None) -> dict[str, Any]:
+    """The groups, run settings and (for producerRate 0) search that run this workload on
+    `transport` through the profile's connection `connection`. WorkloadError names the
+    first key that cannot be honoured."""
+    for key in workload:
+        if key not in DEFAULTS:
+            raise WorkloadError(str(key), "is not a key of an OpenMessaging Benchmark workload")
+    for key, why in NOT_HONOURED.items():
+        if workload.get(key) is not None and workload[key] != DEFAULTS[key]:
+            raise WorkloadError(key, why)
+    topics = _number(workload, "topics")
+    partitions = _number(workload, "partitionsPerTopic")
+    size = _number(workload, "messageSize")
+    producers = _number(workload, "producersPerTopic")
+    subscriptions = _number(workload, "subscriptionsPerTopic")
+    consumers = _number(workload, "consumerPerSubscription")
+    rate = _number(workload, "producerRate", float)
+    minutes = _number(workload, "testDurationMinutes", float)
+    warmup = _number(workload, "warmupDurationMinutes", float)
+    if subscriptions > 0 and consumers == 0:
+        raise WorkloadError("consumerPerSubscription", "must be at least 1 where there are "
+                                                       "subscriptions")
+    if subscriptions > 1 and consumers > 1:
+        raise WorkloadError("subscriptionsPerTopic", f"{subscriptions} subscriptions of "
+                            f"{consumers} competing consumers each cannot be run: the "
+                            "harness's consumers of a topic either compete (one subscription) "
+                            "or each see every message (one consumer a subscription)")
+    distributor = str(workload.get("keyDistributor", "NO_KEY"))
+    if distributor not in KEY_DISTRIBUTORS:
+        raise WorkloadError("keyDistributor", f"{distributor!r}: one of "
+                                              f"{', '.join(KEY_DISTRIBUTORS)}")
+    for key, value, default in (("partitionsPerTopic", partitions, 1),
+                                ("keyDistributor", KEY_DISTRIBUTORS[distributor], "none")):
+        option = {"partitionsPerTopic": "partitions", "keyDistributor": "keys"}[key]
+        if value != default and not _takes(transport, option):
+            raise WorkloadError(key, f"{transport} has no partitions to spread over (a "
+                                     f"transport with --{option}, such as kafka, has)")
+    payload = workload.get("payloadFile") or ""
+    if payload:
+        path = Path(str(payload)).expanduser()
+        if not path.is_absolute() and file is not None and (file.parent / path).exists():
+            path = file.parent / path
+        if not path.is_file():
+            raise WorkloadError("payloadFile", f"cannot read {payload!r} (relative paths are "
+                                               "taken from the workload file's folder, then "
+                                               "from the current one)")
+        if path.stat().st_size != size:
+            raise WorkloadError("payloadFile", f"{payload!r} holds {path.stat().st_size} "
+                                               f"bytes, not messageSize {size}")
+    name = re.sub(r"[^A-Za-z0-9]+", "-", str(workload.get("name") or "")).strip("-")
+    name = f"omb-{name}" if name else "omb"
+    # A new set of topics per workload, as OMB makes them: a consumer group reading from
+    # the earliest offset never meets another run's messages.
+    topic = f"{name[:40].rstrip('-')}-{uuid.uuid4().hex[:6]}"
+    where = {"destination": topic} if topics == 1 else \
+        {"destination": f"{topic}-", "destination-max": topics}
+    compete = subscriptions == 1
+    producer: dict[str, Any] = {
+        "name": "producer", "connection": connection,
+        "module": "Sender" if compete else "Publisher", **where,
+        "threads": topics * producers, "size": size, "rate": rate}
+    if payload:
+        producer["body-file"] = str(path)
+    if partitions != 1:
+        producer["partitions"] = partitions
+    if distributor != "NO_KEY":
+        producer["keys"] = KEY_DISTRIBUTORS[distributor]
+    groups = [producer]
+    if subscriptions:
+        consumer: dict[str, Any] = {
+            "name": "consumer", "connection": connection,
+            "module": "Receiver" if compete else "Subscriber", **where,
+            "threads": topics * (consumers if compete else subscriptions)}
+        if partitions != 1:
+            consumer["partitions"] = partitions
+        groups.append(consumer)
+    parts: dict[str, Any] = {
+        "groups": groups,
+        "run": {"run-length": round((minutes + warmup) * 60, 3),
+                "warmup": round(warmup * 60, 3), "name": name[:40].rstrip("-")}}
+    if rate == 0:
+        # OMB's producerRate 0 looks for the highest rate the consumers keep up with: here a
+        # capacity search of the producers' rate, each probe a run of the workload's length,
+        # passing while the backlog does not grow (acceptableBacklog's purpose there).
+        start = _number(workload, "producerStartRate", float)
+        parts["search"] = {"field": "groups.producer.rate", "start": start or 10_000,
+                           "criteria": {"backlog": "stable", "loss": 0}}
+        producer["rate"] = start or 10_000
+    return parts

@@ -1,0 +1,156 @@
+"""OpenMessaging Benchmark's workload files run as they are (`harness run --omb`, a profile's
+omb: key), and a run exported as OMB's result JSON. On the embedded loopback broker: these
+check how a workload becomes groups and how the figures are named, not a transport (the
+Kafka tests run a workload on the Kafka-protocol broker)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+
+WORKLOAD = {"name": "2 topics / 1kb", "topics": 2, "partitionsPerTopic": 1,
+            "messageSize": 1024, "subscriptionsPerTopic": 1, "consumerPerSubscription": 2,
+            "producersPerTopic": 2, "producerRate": 400, "consumerBacklogSizeGB": 0,
+            "testDurationMinutes": 0.05, "warmupDurationMinutes": 0.02}
+
+
+def workload(tmp_path: Path, **changes: Any) -> Path:
+    path = tmp_path / "workload.yaml"
+    data = {**WORKLOAD, **changes}
+    path.write_text(yaml.safe_dump({k: v for k, v in data.items() if v is not None}))
+    return path
+
+
+def test_a_workload_runs_as_its_groups_and_exports_as_omb_result_json(harness, tmp_path):
+    result = harness("run", "--omb", str(workload(tmp_path)), "-m", "loopback", "-ss", "1",
+                     "--drain", "1")
+    assert result.code == 0, result.stderr
+    run = result.manifest["options"]
+    groups = {g["name"]: g for g in run["groups"]}
+    # Two topics of two producers each, one subscription of two competing consumers each.
+    assert groups["producer"]["module"] == "loopback.Sender"
+    assert groups["consumer"]["module"] == "loopback.Receiver"
+    assert groups["producer"]["threads"] == groups["consumer"]["threads"] == 4
+    assert groups["producer"]["destination_max"] == 2
+    assert groups["producer"]["size"] == 1024 and groups["producer"]["rate"] == 400
+    assert run["duration"] == pytest.approx(4.2) and run["warmup"] == pytest.approx(1.2)
+    summary = result.summary
+    assert summary["groups"]["producer"]["rate"] == pytest.approx(400, rel=0.02)
+
+    exported = harness("export", str(result.run_dir), "--format", "omb")
+    assert exported.code == 0, exported.stderr
+    omb = json.loads((result.run_dir / "omb-result.json").read_text())
+    assert (omb["topics"], omb["producersPerTopic"], omb["consumersPerTopic"]) == (2, 2, 2)
+    assert omb["messageSize"] == 1024 and omb["driver"] == "loopback"
+    # The series: one value per measured interval, each from that interval's records.
+    counters = [r for r in result.records("counters") if r["phase"] == "measure"]
+    intervals = sorted({r["interval"] for r in counters})
+    assert len(omb["publishRate"]) == len(omb["consumeRate"]) == len(intervals)
+    for i, index in enumerate(intervals):
+        rows = [r for r in counters if r["interval"] == index]
+        sent = sum(r["sent"] for r in rows if r["group"] == "producer")
+        received = sum(r["received"] for r in rows if r["group"] == "consumer")
+        assert omb["publishRate"][i] == pytest.approx(sent / rows[0]["length"])
+        assert omb["consumeRate"][i] == pytest.approx(received / rows[0]["length"])
+    # The aggregated figures are the summary's, in OMB's units: milliseconds, and the
+    # publish delay in microseconds.
+    latency = summary["groups"]["consumer"]["latency"]
+    assert omb["aggregatedEndToEndLatency99pct"] == pytest.approx(latency["p99"] / 1000)
+    assert omb["aggregatedEndToEndLatency50pct"] == pytest.approx(latency["p50"] / 1000)
+    delay = summary["groups"]["producer"]["delay"]
+    assert omb["aggregatedPublishDelayLatency99pct"] == pytest.approx(delay["p99"])
+    service = summary["groups"]["producer"]["service"]
+    assert omb["aggregatedPublishLatency99pct"] == pytest.approx(service["p99"] / 1000)
+    quantiles = omb["aggregatedEndToEndLatencyQuantiles"]
+    assert quantiles["99.0"] == omb["aggregatedEndToEndLatency99pct"]
+    assert list(map(float, quantiles)) == sorted(map(float, quantiles))
+
+
+@pytest.mark.parametrize(("changes", "named"), [
+    ({"consumerBacklogSizeGB": 1}, "consumerBacklogSizeGB"),
+    ({"subscriptionsPerTopic": 2}, "subscriptionsPerTopic"),
+    ({"partitionsPerTopic": 4}, "partitionsPerTopic"),
+    ({"keyDistributor": "RANDOM_NANO"}, "keyDistributor"),
+    ({"useRandomizedPayloads": True}, "useRandomizedPayloads"),
+    ({"producerIncrementRate": 100}, "producerIncrementRate"),
+    ({"topicz": 3}, "topicz"),
+    ({"topics": 0}, "topics"),
+    ({"messageSize": None}, "messageSize"),
+    ({"payloadFile": "payload/missing.data"}, "payloadFile"),
+])
+def test_a_key_the_harness_cannot_honour_is_refused_in_one_line(tmp_path, changes, named):
+    # subscriptionsPerTopic 2 with consumerPerSubscription 2: two subscriptions of two
+    # competing consumers each; partitions and keys: the loopback broker has no partitions.
+    from harness.experiments.profile import ProfileError, load_data
+
+    path = workload(tmp_path, **changes)
+    data = {"connections": {"broker": {"transport": "loopback"}}, "omb": str(path)}
+    with pytest.raises(ProfileError) as refused:
+        load_data(path, "", data, {})
+    assert len(str(refused.value).splitlines()) == 1, refused.value
+    assert f"omb.{named}: " in str(refused.value)
+
+
+def test_a_refused_workload_is_one_line_and_exit_2_from_the_command(harness, tmp_path):
+    result = harness("run", "--omb", str(workload(tmp_path, consumerBacklogSizeGB=2)), "-m",
+                     "loopback")
+    assert result.code == 2 and result.run_dir is None
+    assert result.stderr.count("\n") == 1 and "omb.consumerBacklogSizeGB" in result.stderr
+
+
+def test_flags_beside_a_workload_reach_its_groups_or_are_refused(harness, tmp_path):
+    path = workload(tmp_path)
+    no_transport = harness("run", "--omb", str(path))
+    assert no_transport.code == 2 and "-m" in no_transport.stderr
+    set_by_it = harness("run", "--omb", str(path), "-m", "loopback", "-rt", "5")
+    assert set_by_it.code == 2 and "-rt" in set_by_it.stderr
+    assert "groups.producer.thread-rate" in set_by_it.stderr
+    changed = harness("run", "--omb", str(path), "-m", "loopback", "--set",
+                      "groups.producer.rate=200", "-rl", "2", "-sw", "0", "-ss", "1",
+                      "--drain", "1", "--type", "text")
+    assert changed.code == 0, changed.stderr
+    groups = {g["name"]: g for g in changed.manifest["options"]["groups"]}
+    assert groups["producer"]["rate"] == 200 and changed.manifest["options"]["duration"] == 2
+    assert groups["producer"]["body_type"] == "text"
+
+
+def test_a_profile_names_a_workload_file_and_several_subscriptions_each_see_all(tmp_path):
+    from harness.experiments.profile import load
+
+    (tmp_path / "omb").mkdir()
+    workload(tmp_path / "omb", subscriptionsPerTopic=3, consumerPerSubscription=1, topics=1,
+             producerRate=0, producerStartRate=500)
+    path = tmp_path / "profile.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: three-subscriptions
+        connections:
+          local: {transport: loopback}
+        omb: omb/workload.yaml
+        run: {run-length: 5}
+        """))
+    profile = load(path)
+    (point,) = profile.points
+    producer, consumer = point.run.groups
+    assert (producer.module, consumer.module) == ("loopback.Publisher", "loopback.Subscriber")
+    assert consumer.threads == 3 and producer.threads == 2
+    assert point.run.duration == 5  # the profile's run: stands over the workload's
+    # producerRate 0: OMB's search for the highest sustainable rate, as a capacity search.
+    assert profile.search is not None and profile.search.field == "groups.producer.rate"
+    assert profile.search.start == 500 and profile.search.criteria.backlog is True
+
+
+def test_a_shipped_omb_profile_holds_the_workloads_keys():
+    from harness.experiments.profile import load
+
+    profile = load(ROOT / "profiles" / "omb-1-topic-16-partitions-1kb.yaml")
+    producer, consumer = profile.points[0].run.groups
+    assert producer.options["partitions"] == 16 and producer.rate == 50_000
+    assert producer.size == 1024 and consumer.threads == 1
+    assert profile.points[0].run.duration == 16 * 60

@@ -1,0 +1,108 @@
+"""--metrics-port and --pushgateway against a real Prometheus and Pushgateway (Debian's
+packages, private instances on ports of their own): what Prometheus holds of a run, scraped
+while it went and pushed at its end, equals summary.json and intervals.jsonl of the same run;
+and every panel of the Grafana dashboard in contrib/grafana returns series for it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.stats.histogram import decode, percentiles
+from tests.conftest import ROOT, env, free_port, harness_command, only_run_dir, read_jsonl
+from tests.servers import Prometheus, Pushgateway
+
+RUN_ID = "prom-" + str(int(time.time()))
+DASHBOARD = ROOT / "contrib" / "grafana" / "harness-dashboard.json"
+
+
+def wait_for(prometheus: Prometheus, expr: str, seconds: float = 20) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if result := prometheus.query(expr):
+            return result
+        time.sleep(0.25)
+    raise AssertionError(f"Prometheus has no {expr} after {seconds} s")
+
+
+def by_group(result: list[dict[str, Any]]) -> dict[str, float]:
+    return {r["metric"]["group"]: float(r["value"][1]) for r in result}
+
+
+def test_prometheus_holds_what_the_run_directory_holds(tmp_path: Path, brokers: Any) -> None:
+    # brokers: the broker script installs Prometheus and the Pushgateway where missing.
+    port = free_port()
+    gateway = Pushgateway(tmp_path / "pushgateway")
+    gateway.start()
+    prometheus = Prometheus(tmp_path / "prometheus", [f"127.0.0.1:{port}"],
+                            pushgateway=f"127.0.0.1:{gateway.ports['http']}")
+    try:
+        prometheus.start()
+        out = tmp_path / "runs"
+        # Intervals of 2 s under a scrape a second: every interval is scraped at least once.
+        proc = subprocess.Popen(harness_command(
+            "run", "-m", "loopback.Sender", "-d", "q", "-rt", "300", "-rl", "12", "-ss", "2",
+            "-g", "-m loopback.Receiver -d q", "--run-id", RUN_ID, "--metrics-port",
+            str(port), "--pushgateway", f"http://127.0.0.1:{gateway.ports['http']}",
+            "--slo", "lost == 0", "-o", str(out)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+        # While the run goes, its figures are there.
+        wait_for(prometheus, f'harness_rate_messages_per_second{{run_id="{RUN_ID}"}}', 30)
+        assert proc.poll() is None, "the run ended before Prometheus saw it"
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+        run_dir = only_run_dir(out)
+        assert run_dir is not None
+        summary = json.loads((run_dir / "summary.json").read_text())
+
+        # A scrape that fails marks its series stale: the direct ones are read at the last
+        # scrape of the run, which saw its final figures.
+        selector = f'run_id="{RUN_ID}", job="harness"'
+        last = max(float(ts) for series in prometheus.query(
+            f'harness_interval{{{selector}}}[10m]') for ts, _ in series["values"])
+        at = {"harness": last, "pushgateway": None}
+        # Counts equal: scraped at the end of the run, and pushed to the gateway.
+        wait_for(prometheus, f'harness_summary_rate_messages_per_second{{run_id="{RUN_ID}", '
+                             'job="pushgateway"}')
+        for job in ("harness", "pushgateway"):
+            for counter, key in (("messages_sent", "sent"), ("messages_received", "received"),
+                                 ("errors", "errors"), ("messages_lost", "lost")):
+                result = prometheus.query(
+                    f'sum by (group) (harness_{counter}_total{{run_id="{RUN_ID}", '
+                    f'job="{job}", phase=~"measure|drain"}})', at[job])
+                assert by_group(result) == {name: float(g[key]) for name, g in
+                                            summary["groups"].items()}, (job, counter)
+        rates = by_group(prometheus.query(
+            f'harness_summary_rate_messages_per_second{{{selector}}}', at["harness"]))
+        assert rates == {name: g["rate"] for name, g in summary["groups"].items()}
+
+        # Each interval's p99, as scraped, equals the interval record's.
+        records = {r["interval"]: percentiles(decode(r["hist"]))["p99"]
+                   for r in read_jsonl(run_dir / "intervals.jsonl")
+                   if r["type"] == "histogram" and r["tag"] == "receiver.latency"}
+        index = {ts: int(float(v)) for series in prometheus.query(  # a series a phase
+            f'harness_interval{{{selector}}}[10m]') for ts, v in series["values"]}
+        p99 = {ts: float(v) for ts, v in prometheus.query(
+            f'harness_latency_seconds{{{selector}, group="receiver", metric="latency", '
+            'quantile="0.99"}[10m]')[0]["values"]}
+        scraped = {index[ts]: round(value * 1e6) for ts, value in p99.items() if ts in index}
+        assert len(scraped) >= 3, (index, p99)
+        assert scraped == {i: records[i] for i in scraped}
+
+        # Every panel of the dashboard parses and returns series for the run: while it
+        # measured (the last interval's latency), or at its end (the measured span's).
+        measuring = float(max(p99))
+        dashboard = json.loads(DASHBOARD.read_text())
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                expr = re.sub(r'"\$(group|node)"', '".*"', target["expr"])
+                expr = expr.replace("$run_id", RUN_ID).replace("$__rate_interval", "10s")
+                assert prometheus.query(expr, measuring) or \
+                    prometheus.query(expr, at["harness"]), (panel["title"], expr)
+    finally:
+        prometheus.stop()
+        gateway.stop()

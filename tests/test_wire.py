@@ -1,0 +1,440 @@
+"""Every option a transport accepts changes what goes on the wire, or how the harness drives
+the client: each run here goes through a recording proxy to the shared brokers, once without
+the option and once with it, and the client's bytes must show the option only in the second.
+Options whose effect is on the harness's side (no byte differs) are named with the test that
+fails if they stop working. An option a transport accepts with neither is a failure here: it
+would be an option silently ignored."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import subprocess
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pika.frame
+import pika.spec
+from harness.modules import TRANSPORTS, transport_class
+
+from harness.spec.options import table
+from harness.spec.roles import ROLES
+from tests.conftest import ROOT, env, harness_command
+from tests.cutter import Cutter
+from tests.test_options import PROBES, accepted, playing
+
+SHARED = {"stomp": 61613, "mqtt": 1883, "amqp": 5672, "nats": 4222, "redis": 6379, "http": 8090}
+BASE = {"stomp": "--flavour activemq", "mqtt": "--flavour mosquitto",
+        "amqp10": "--flavour rabbitmq"}
+Streams = list[bytes]  # what the client sent, one entry per connection
+Evidence = bytes | Callable[[Streams], bool]
+
+
+def amqp_frames(stream: bytes) -> list[Any]:
+    """AMQP 0-9-1 frames as pika itself decodes them."""
+    frames, at = [], 0
+    while at < len(stream):
+        used, frame = pika.frame.decode_frame(stream[at:])
+        if not used:
+            break
+        at += used
+        frames.append(frame)
+    return frames
+
+
+def amqp_method(kind: type, test: Callable[[Any], bool] = lambda m: True) -> Evidence:
+    def evidence(streams: Streams) -> bool:
+        return any(isinstance(getattr(f, "method", None), kind) and test(f.method)
+                   for s in streams for f in amqp_frames(s))
+    return evidence
+
+
+def amqp_header(test: Callable[[Any], bool]) -> Evidence:
+    def evidence(streams: Streams) -> bool:
+        return any(isinstance(f, pika.frame.Header) and test(f.properties)
+                   for s in streams for f in amqp_frames(s))
+    return evidence
+
+
+def acks_apart(every: int) -> Evidence:
+    """Most of a consumer's acknowledgements each cover `every` deliveries (multiple)."""
+    def evidence(streams: Streams) -> bool:
+        tags = [f.method.delivery_tag for s in streams for f in amqp_frames(s)
+                if isinstance(getattr(f, "method", None), pika.spec.Basic.Ack)]
+        gaps = [b - a for a, b in itertools.pairwise(tags)]
+        return len(gaps) > 2 and sum(gap == every for gap in gaps) > len(gaps) / 2
+    return evidence
+
+
+def mqtt_packets(stream: bytes) -> list[tuple[int, bytes]]:
+    """(first byte, rest of the packet) of each MQTT control packet."""
+    packets, at = [], 0
+    while at + 1 < len(stream):
+        first, length, shift, at = stream[at], 0, 0, at + 1
+        while at < len(stream):
+            byte = stream[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if at + length > len(stream):
+            break  # the rest is still on its way
+        packets.append((first, stream[at:at + length]))
+        at += length
+    return packets
+
+
+def mqtt_connect_flags(test: Callable[[int], bool]) -> Evidence:
+    def evidence(streams: Streams) -> bool:
+        return any(first == 0x10 and test(body[7])  # after the name "MQTT" and the level
+                   for s in streams for first, body in mqtt_packets(s))
+    return evidence
+
+
+def mqtt_publish(test: Callable[[int], bool]) -> Evidence:
+    def evidence(streams: Streams) -> bool:
+        return any(first >> 4 == 3 and test(first) for s in streams
+                   for first, _ in mqtt_packets(s))
+    return evidence
+
+
+TEXT = rb"[a-zA-Z0-9 ]{256}"  # a --type text body: printable where bytes are random
+TLS = rb"\A\x16\x03"  # a TLS handshake record first, where the protocol would speak
+
+
+@dataclass(frozen=True)
+class Wire:
+    """A run of `module` with and without `option`: `evidence` (a pattern over what one
+    connection sent, DEST standing for the destination, or a test of every connection's
+    bytes) must hold only with it. `peer` is a second group on the same destination."""
+
+    module: str
+    option: str
+    evidence: Evidence
+    base: str = ""
+    peer: str = ""
+
+    @property
+    def transport(self) -> str:
+        return self.module.split(".")[0]
+
+    @property
+    def key(self) -> str:
+        flag = self.option.split()[0]
+        for option in table().values():
+            if flag in (f"--{option.key}", f"--no-{option.key}", option.short):
+                return option.key
+        raise AssertionError(f"no option {flag}")
+
+    @property
+    def setup(self) -> tuple[str, str, str]:
+        return self.module, self.base, self.peer
+
+
+RECEIVER_FED = "-m amqp.Sender -rt 50"
+CASES = [
+    # STOMP on ActiveMQ
+    Wire("stomp.Sender", "--type text", TEXT),
+    Wire("stomp.Sender", "--property probe=4711", rb"\nprobe:4711\n"),
+    Wire("stomp.Sender", "-co corr4711", rb"\ncorrelation-id:corr4711"),
+    Wire("stomp.Sender", "-pp", rb"\npersistent:true\n"),
+    Wire("stomp.Sender", "-tx", rb"(\A|\x00)BEGIN\n"),
+    Wire("stomp.Sender", "--client-id client4711", rb"\nclient-id:client4711"),
+    Wire("stomp.Sender", "--user user4711 --password pw", rb"\nlogin:user4711\n"),
+    Wire("stomp.Sender", "--tls", TLS),
+    Wire("stomp.Sender", "--vhost vhost4711", rb"\nhost:vhost4711\n"),
+    Wire("stomp.Sender", "--heartbeat 4711", rb"\nheart-beat:4711,4711\n"),
+    Wire("stomp.Receiver", "--selector probe=4711", rb"\nselector:probe=4711\n"),
+    Wire("stomp.Subscriber", "--durable-name dur4711", rb"dur4711"),
+    Wire("stomp.Receiver", "--ack client", rb"\nack:client\n"),
+    Wire("stomp.Receiver", "--prefetch 47", rb"\nactivemq.prefetchSize:47\n"),
+    Wire("stomp.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
+    # MQTT on Mosquitto
+    Wire("mqtt.Publisher", "--client-id client4711", rb"client4711"),
+    Wire("mqtt.Publisher", "--user user4711 --password pw", rb"user4711"),
+    Wire("mqtt.Publisher", "--tls", TLS),
+    Wire("mqtt.Publisher", "--keepalive 4711", rb"MQTT[\x04\x05].\x12\x67"),
+    Wire("mqtt.Publisher", "--qos 1", mqtt_publish(lambda first: (first >> 1) & 3 == 1)),
+    Wire("mqtt.Publisher", "--retain", mqtt_publish(lambda first: first & 1 == 1)),
+    Wire("mqtt.Subscriber", "--no-clean", mqtt_connect_flags(lambda flags: not flags & 2),
+         "--client-id sub4711"),
+    Wire("mqtt.Subscriber", "--session-expiry 4711", rb"\x11\x00\x00\x12\x67",
+         "--protocol 5 --no-clean --client-id sub4712"),
+    Wire("mqtt.Publisher", "--type text", TEXT),
+    Wire("mqtt.Publisher", "-co corr4711", rb"corr4711"),
+    # AMQP 0-9-1 on RabbitMQ
+    Wire("amqp.Sender", "--type text", TEXT),
+    Wire("amqp.Sender", "--property probe=4711", rb"\x05probe"),
+    Wire("amqp.Sender", "-co corr4711", amqp_header(lambda p: p.correlation_id == "corr47110")),
+    Wire("amqp.Sender", "-pp", amqp_header(lambda p: p.delivery_mode == 2)),
+    Wire("amqp.Sender", "-tx", amqp_method(pika.spec.Tx.Select)),
+    Wire("amqp.Sender", "--client-id client4711", rb"client4711"),
+    Wire("amqp.Sender", "--user user4711 --password pw", rb"\x00user4711\x00"),
+    Wire("amqp.Sender", "--tls", TLS),
+    Wire("amqp.Sender", "--vhost vhost4711",
+         amqp_method(pika.spec.Connection.Open, lambda m: m.virtual_host == "vhost4711")),
+    Wire("amqp.Sender", "--heartbeat 4711",
+         amqp_method(pika.spec.Connection.TuneOk, lambda m: m.heartbeat == 5)),
+    Wire("amqp.Sender", "--confirm 5", amqp_method(pika.spec.Confirm.Select)),
+    Wire("amqp.Sender", "--mandatory",
+         amqp_method(pika.spec.Basic.Publish, lambda m: m.mandatory)),
+    Wire("amqp.Sender", "--exchange ex4711", rb"ex4711"),
+    Wire("amqp.Publisher", "--exchange-type headers",
+         amqp_method(pika.spec.Exchange.Declare, lambda m: m.type == "headers"),
+         "--exchange ex4712"),
+    Wire("amqp.Publisher", "--routing-key rk4711",
+         amqp_method(pika.spec.Basic.Publish, lambda m: m.routing_key == "rk4711"),
+         "--exchange ex4713"),
+    Wire("amqp.Subscriber", "--bind-arg probe=4711",
+         amqp_method(pika.spec.Queue.Bind, lambda m: str(m.arguments.get("probe")) == "4711"),
+         "--exchange ex4714 --exchange-type headers"),
+    Wire("amqp.Receiver", "--queue-type quorum",
+         amqp_method(pika.spec.Queue.Declare,
+                     lambda m: (m.arguments or {}).get("x-queue-type") == "quorum")),
+    Wire("amqp.Receiver", "--stream-offset first",
+         amqp_method(pika.spec.Basic.Consume,
+                     lambda m: (m.arguments or {}).get("x-stream-offset") == "first"),
+         "--queue-type stream --ack client --prefetch 10"),
+    Wire("amqp.Receiver", "--no-durable",
+         amqp_method(pika.spec.Queue.Declare, lambda m: not m.durable)),
+    Wire("amqp.Receiver", "--exclusive",
+         amqp_method(pika.spec.Queue.Declare, lambda m: m.exclusive)),
+    Wire("amqp.Receiver", "--auto-delete",
+         amqp_method(pika.spec.Queue.Declare, lambda m: m.auto_delete)),
+    Wire("amqp.Receiver", "--max-length 4711",
+         amqp_method(pika.spec.Queue.Declare,
+                     lambda m: (m.arguments or {}).get("x-max-length") == 4711)),
+    Wire("amqp.Receiver", "--queue-arg x-probe=4711",
+         amqp_method(pika.spec.Queue.Declare,
+                     lambda m: (m.arguments or {}).get("x-probe") is not None)),
+    Wire("amqp.Receiver", "--ack client",
+         amqp_method(pika.spec.Basic.Consume, lambda m: not m.no_ack)),
+    Wire("amqp.Receiver", "--prefetch 47",
+         amqp_method(pika.spec.Basic.Qos, lambda m: m.prefetch_count == 47), "--ack client"),
+    Wire("amqp.Receiver", "--ack-every 10",
+         acks_apart(10), "--ack client",
+         RECEIVER_FED),
+    Wire("amqp.Subscriber", "--durable-name dur4711", rb"dur4711"),
+    Wire("amqp.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
+    # AMQP 1.0 on RabbitMQ
+    Wire("amqp10.Sender", "--type text", TEXT),
+    Wire("amqp10.Sender", "--property probe=4711", rb"probe"),
+    Wire("amqp10.Sender", "-co corr4711", rb"corr4711"),
+    # the header section (descriptor 0x70) with durable true first
+    Wire("amqp10.Sender", "-pp", rb"\x00\x53\x70[\xc0\xd0].{1,8}?\x41"),
+    Wire("amqp10.Sender", "--client-id client4711", rb"client4711"),
+    Wire("amqp10.Sender", "--user user4711 --password pw", rb"\x00user4711\x00"),
+    Wire("amqp10.Sender", "--tls", TLS),
+    # the attach of a sender: snd-settle-mode settled (1)
+    Wire("amqp10.Sender", "--settle at-most-once", rb"\x00\x53\x12.{4,80}?\x50\x01"),
+    Wire("amqp10.Receiver", "--prefetch 47", rb"\x00\x53\x13.{4,80}?\x52\x2f"),
+    Wire("amqp10.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
+    # NATS and JetStream
+    Wire("nats.Publisher", "--type text", TEXT),
+    Wire("nats.Publisher", "--property probe=4711", rb"\r\nprobe: 4711\r\n"),
+    Wire("nats.Publisher", "-co corr4711", rb"corr4711"),
+    Wire("nats.Publisher", "--client-id client4711", rb'"name": ?"client4711'),
+    Wire("nats.Publisher", "--user user4711 --password pw", rb'"user": ?"user4711"'),
+    # nats-py speaks in clear to a server that does not require TLS: --tls refuses it first
+    Wire("nats.Publisher", "--tls", lambda streams: not any(b"CONNECT" in s for s in streams)),
+    Wire("nats.Sender", "--jetstream", rb"\$JS\.API\.STREAM"),
+    Wire("nats.Sender", "--stream st4711", rb"st4711", "--jetstream"),
+    Wire("nats.Sender", "--storage memory", rb'"storage": ?"memory"', "--jetstream"),
+    Wire("nats.Sender", "--retention workqueue", rb'"retention": ?"workqueue"', "--jetstream"),
+    Wire("nats.Receiver", "--prefetch 47", rb'"max_ack_pending": ?47\b',
+         "--jetstream --ack client"),
+    Wire("nats.Receiver", "--pull-batch 47", rb'"batch": ?47\b', "--jetstream --ack client"),
+    Wire("nats.Receiver", "--ack-wait 4.7", rb'"ack_wait": ?4700000000\b',
+         "--jetstream --ack client"),
+    # Redis
+    Wire("redis.Publisher", "--type text", TEXT),
+    Wire("redis.Publisher", "-co corr4711", rb"corr4711"),
+    Wire("redis.Sender", "-tx", rb"\*1\r\n\$5\r\nMULTI\r\n"),
+    Wire("redis.Publisher", "--client-id client4711", rb"SETNAME\r\n\$\d+\r\nclient4711"),
+    Wire("redis.Publisher", "--user user4711 --password pw", rb"AUTH\r\n\$8\r\nuser4711"),
+    Wire("redis.Publisher", "--tls", TLS),
+    Wire("redis.Publisher", "--database 3", rb"SELECT\r\n\$1\r\n3\r\n"),
+    Wire("redis.Publisher", "--streams", rb"XADD"),
+    Wire("redis.Sender", "--maxlen 4711", rb"MAXLEN\r\n(\$1\r\n~\r\n)?\$4\r\n4711", "--streams"),
+    Wire("redis.Receiver", "--prefetch 47", rb"COUNT\r\n\$2\r\n47\r\n", "--streams"),
+    # HTTP on nginx
+    Wire("http.Requestor", "--type text", TEXT),
+    Wire("http.Requestor", "--property probe=4711", rb"\r\n[Pp]robe: 4711\r\n"),
+    Wire("http.Requestor", "--user user4711 --password pw",
+         rb"\r\n[Aa]uthorization: Basic dXNlcjQ3MTE6cHc="),
+    Wire("http.Requestor", "--tls", TLS),
+    Wire("http.Requestor", "--method PUT", rb"(\A|\n)PUT /"),
+]
+# Options whose effect no byte on the wire shows: the test that fails if each stops working.
+ON_THE_HARNESS_SIDE = {
+    "crc": "test_faults.py::test_injected_faults_are_counted_exactly",
+    "reply-timeout": "test_truth.py::"
+        "test_a_requestor_that_gets_no_answer_records_its_timeouts_in_latency",
+    "requeue": "test_amqp.py::test_a_refused_reply_gives_its_request_back",
+    "pending-limit": "test_nats.py::"
+        "test_core_nats_drops_for_a_slow_consumer_and_the_loss_is_counted_exactly",
+    "claim-idle": "test_redis.py::"
+        "test_a_killed_consumers_pending_messages_are_claimed_and_counted",
+    "inflight": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
+    "confirm": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
+}
+# JetStream acknowledges every message either way: --ack auto on its arrival in the client,
+# --ack client once the harness has measured it. No byte and no figure tells them apart
+# while the receiver lives; they differ in what a receiver that dies leaves redelivered.
+SAME_BYTES = {("nats", "ack")}
+# Accepted only where no server here can show them: the loopback broker runs in the process.
+# Kafka is not shown yet: its clients reach the broker at the address the broker advertises,
+# not through this proxy (a private Tansu advertising the proxy's port would let them).
+NO_WIRE = {"loopback", "kafka"}
+
+
+def destination(case: Wire) -> str:
+    if case.transport == "http":
+        return "/"
+    return f"wire{uuid.uuid4().hex[:10]}"  # a JetStream stream's name takes no dots
+
+
+def record(case: Wire, with_option: bool, out: Path) -> tuple[Streams, str, str]:
+    port = SHARED["amqp" if case.transport == "amqp10" else case.transport]
+    proxy = Cutter(("127.0.0.1", port), record=True)
+    dest = destination(case)
+    at = f"-d {dest} --port {proxy.port} {BASE.get(case.transport, '')}"
+    args = [*case.module.join(["-m ", ""]).split(), *at.split(), *case.base.split(),
+            *(case.option.split() if with_option else [])]
+    if ROLES[case.module.split(".")[1]].produces:
+        args += ["-rt", "20"]
+    if case.peer:
+        args += ["-g", f"{case.peer} {at}"]
+    try:
+        proc = subprocess.run(harness_command("run", *args, "-rl", "2", "-ss", "1", "--drain",
+                                              "1", "-o", str(out / uuid.uuid4().hex[:8])),
+                              capture_output=True, text=True, timeout=120, env=env(), cwd=out)
+    finally:
+        proxy.close()
+    assert proxy.log is not None
+    streams: dict[int, bytes] = {}
+    for number, upstream, data in proxy.log:
+        if upstream:
+            streams[number] = streams.get(number, b"") + data
+    return list(streams.values()), dest, proc.stderr[-300:]
+
+
+def shows(evidence: Evidence, streams: Streams, dest: str) -> bool:
+    if callable(evidence):
+        return evidence(streams)
+    pattern = re.compile(evidence.replace(b"DEST", re.escape(dest.encode())), re.DOTALL)
+    return any(pattern.search(s) for s in streams)
+
+
+def test_every_accepted_option_shows_on_the_wire(tmp_path: Path, brokers: Any) -> None:
+    setups = {case.setup: case for case in CASES}
+    with ThreadPoolExecutor(6) as pool:
+        baselines = dict(zip(setups, pool.map(lambda c: record(c, False, tmp_path),
+                                              setups.values()), strict=True))
+        runs = list(pool.map(lambda c: record(c, True, tmp_path), CASES))
+    wrong = []
+    for case, (streams, dest, stderr) in zip(CASES, runs, strict=True):
+        before, before_dest, _ = baselines[case.setup]
+        if shows(case.evidence, before, before_dest):
+            wrong.append(f"{case.module} {case.option}: shows without the option")
+        if not shows(case.evidence, streams, dest):
+            sent = b"".join(streams)[:400]
+            wrong.append(f"{case.module} {case.option}: not on the wire; sent {sent!r}; "
+                         f"{stderr}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_option_a_transport_accepts_is_on_the_wire_or_named_with_its_test() -> None:
+    """The list above is the whole of what the transports accept: an option added to a
+    transport (or a probe it starts accepting) without a case here fails."""
+    covered = {(case.transport, case.key) for case in CASES}
+    missing = []
+    for name in TRANSPORTS:
+        if name in NO_WIRE:
+            continue
+        takes = {option.key for option in transport_class(name).options}
+        takes |= {key for key, value in PROBES.items()
+                  if any(accepted(f"{name}.{role}", key, value) for role in playing(name))}
+        takes.discard("password")  # sent with --user, checked there
+        for key in sorted(takes - set(ON_THE_HARNESS_SIDE)):
+            if (name, key) not in covered | SAME_BYTES:
+                missing.append(f"{name} --{key}")
+    assert not missing, "accepted, never shown to change what is sent: " + ", ".join(missing)
+    for where in ON_THE_HARNESS_SIDE.values():
+        file, test = where.split("::")
+        assert f"def {test}(" in (ROOT / "tests" / file).read_text(), where
+
+
+Count = Callable[[bytes], int]
+
+
+def mqtt_count(kind: int) -> Count:
+    return lambda stream: sum(first >> 4 == kind for first, _ in mqtt_packets(stream))
+
+
+def pattern_count(pattern: bytes) -> Count:
+    return lambda stream: len(re.findall(pattern, stream))
+
+
+def outstanding(log: list[tuple[int, bool, bytes]], sends: Count, acks: Count) -> int:
+    """The most sends (counted in what the client sent) ever unacknowledged (counted in
+    what the server sent) on one connection, in the order the proxy read them:
+    a client that waits for an acknowledgement cannot send past it before the proxy has
+    passed the acknowledgement on."""
+    most = 0
+    for number in {n for n, _, _ in log}:
+        sent = [b"", b""]  # what the server sent, what the client sent
+        count = [0, 0]
+        for n, upstream, data in log:
+            if n != number:
+                continue
+            sent[upstream] += data
+            count[upstream] = (sends if upstream else acks)(sent[upstream])
+            most = max(most, count[1] - count[0])
+    return most
+
+
+def test_a_window_of_unacknowledged_sends_is_held_as_given(tmp_path: Path,
+                                                           brokers: Any) -> None:
+    # (module, flags, the window given, what a send and its acknowledgement look like)
+    windows = [
+        ("mqtt.Publisher", "--qos 1 --flavour mosquitto", "--inflight", 1883,
+         mqtt_count(3), mqtt_count(4)),  # PUBLISH, PUBACK
+        ("nats.Sender", "--jetstream", "--inflight", 4222,
+         pattern_count(rb"(?:^|\r\n)H?PUB wire\w+ _INBOX"),
+         # a publish's acknowledgement, not the answers to the stream's set-up
+         pattern_count(rb'(?:^|\r\n)MSG _INBOX\S+ \d+ +\d+\r\n\{"stream"')),
+    ]
+    for module, flags, flag, port, sends, acks in windows:
+        most = {}
+        for window in (1, 8):
+            proxy = Cutter(("127.0.0.1", port), record=True)
+            try:
+                done = subprocess.run(harness_command(
+                    "run", "-m", module, "-d", f"wire{uuid.uuid4().hex[:10]}", *flags.split(),
+                    "--port", str(proxy.port), flag, str(window), "-mg", "2000", "-ss", "1",
+                    "-o", str(tmp_path / f"{module}{window}")),
+                    capture_output=True, text=True, timeout=120, env=env(), cwd=tmp_path)
+            finally:
+                proxy.close()
+            assert done.returncode == 0, done.stderr
+            assert proxy.log is not None
+            most[window] = outstanding(proxy.log, sends, acks)
+        # Held to one; given eight, as fast as it can send, it has more than one out.
+        assert most[1] == 1 and most[8] > 1, (module, most)
+    # AMQP 1.0 settles every send either way; --confirm times the settlements (the confirm
+    # metric) and keeps that many unsettled, where without it each send waits for its own.
+    for confirm in ("0", "20"):
+        done = subprocess.run(harness_command(
+            "run", "-m", "amqp10.Sender", "-d", f"wire{uuid.uuid4().hex[:10]}", "--flavour",
+            "rabbitmq", "--confirm", confirm, "-mg", "200", "-ss", "1",
+            "-o", str(tmp_path / f"amqp10-{confirm}")), capture_output=True, text=True,
+            timeout=120, env=env(), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        timed = "publisher confirms p50" in done.stdout
+        assert timed == (confirm != "0"), done.stdout
