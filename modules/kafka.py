@@ -25,6 +25,7 @@ created when missing, with --partitions and --replication.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -75,6 +76,9 @@ CLOSE_TIMEOUT_S = 10.0
 # 45 s: a receiver killed mid-run would hold its partitions that long).
 SESSION_MS = 6000
 METADATA_REFRESH_MS = 1000
+# How often librdkafka reports its statistics (per-partition rates and lag): the worker reads
+# the latest at each interval boundary.
+STATS_MS = 1000
 # librdkafka's errors that say the outcome of a send is unknown, not that the broker refused
 # it: the send is in doubt.
 UNKNOWN = {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
@@ -216,6 +220,10 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
         self.reply_topic: str | None = None
         self.down = False
         self.last_error = ""
+        # Per-partition statistics: (time, txmsgs or position) last reported, per
+        # "topic[n]"; the latest gauges per client (producer: False, consumer: True).
+        self.seen: dict[str, tuple[int, int]] = {}
+        self.partitions: dict[bool, dict[str, tuple[float, int]]] = {False: {}, True: {}}
 
     def _common(self) -> dict[str, Any]:
         s = self.settings
@@ -277,7 +285,8 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
                 # carry its number and send time (an allocation on every send): librdkafka
                 # times each message from produce() to the broker's answer itself, and a
                 # failed one's number is in its frame.
-                "on_delivery": self._reported}
+                "on_delivery": self._reported,
+                "statistics.interval.ms": STATS_MS, "stats_cb": self._producer_stats}
         if o.batch_size:
             conf["batch.size"] = o.batch_size
         if s.transacted:  # exactly once: a transactional producer is an idempotent one
@@ -301,6 +310,59 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
             self.down = True
             self.outages.went_down()
 
+    def _producer_stats(self, text: str) -> None:
+        self._stats(text, False)
+
+    def _consumer_stats(self, text: str) -> None:
+        self._stats(text, True)
+
+    def _stats(self, text: str, consumer: bool) -> None:
+        """librdkafka's statistics (every STATS_MS, served by poll() or consume() on the
+        worker's thread): per partition of this client, the rate its sends (txmsgs) or its
+        consumer's position (app_offset) advanced by since the last report, and a consumer's
+        lag (_lag)."""
+        try:
+            stats = json.loads(text)
+            now = stats["ts"]  # librdkafka's monotonic clock, microseconds
+            topics = stats["topics"]
+        except (ValueError, KeyError, TypeError):
+            return
+        seen, mine = self.seen, {}
+        for topic, detail in topics.items():
+            for number, p in detail.get("partitions", {}).items():
+                if number == "-1" or (consumer and not p.get("desired")):
+                    continue  # librdkafka's unassigned partition, or one no longer ours
+                value = p.get("app_offset" if consumer else "txmsgs", -1)
+                key = f"{topic}[{number}]"
+                rate, before = 0.0, seen.get(key)
+                if before is not None and value >= before[1] >= 0 and now > before[0]:
+                    rate = (value - before[1]) * 1e6 / (now - before[0])
+                seen[key] = (now, value)
+                lag = -1
+                if consumer:
+                    end = p.get("ls_offset" if self.o.isolation == "read_committed"
+                                else "hi_offset", -1)
+                    lag = _lag(end, value, p.get("committed_offset", -1))
+                mine[key] = (rate, lag)
+        self.partitions[consumer] = mine
+        self._gauges()
+
+    def _gauges(self) -> None:
+        self.feedback.partitions = {**self.partitions[False], **self.partitions[True]}
+
+    def _final_lag(self) -> None:
+        """Each partition's lag as the consumer closes, from what the client holds (its
+        positions, the end offsets of its last fetches): the last report may be a second
+        old, and the run's last interval says what was left."""
+        with contextlib.suppress(KafkaException, RuntimeError):
+            for tp in self.consumer.position(self.consumer.assignment()):
+                key = f"{tp.topic}[{tp.partition}]"
+                if key in self.partitions[True]:
+                    _, end = self.consumer.get_watermark_offsets(tp, cached=True)
+                    rate = self.partitions[True][key][0]
+                    self.partitions[True][key] = (rate, _lag(end, tp.offset, -1))
+            self._gauges()
+
     def _up(self) -> None:
         if self.down:
             self.down = False
@@ -314,6 +376,7 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
             self.producer.poll(0)
             self.producer = None
         if self.consumer is not None:
+            self._final_lag()
             with contextlib.suppress(KafkaException, RuntimeError):
                 self.consumer.close()
             self.consumer = None
@@ -444,7 +507,8 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
                 # A group subscribed before its producers created the topic sees it within
                 # a second (librdkafka's default looks again after 5 minutes).
                 "topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS,
-                "session.timeout.ms": min(int(o.rebalance_timeout * 1000), SESSION_MS)}
+                "session.timeout.ms": min(int(o.rebalance_timeout * 1000), SESSION_MS),
+                "statistics.interval.ms": STATS_MS, "stats_cb": self._consumer_stats}
         self.consumer = Consumer(conf)
         try:
             if own:
@@ -523,6 +587,16 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
                 self.consumer.commit(asynchronous=self.o.commit == "async")
             except KafkaException as exc:
                 raise TransportError(f"commit: {_reason(exc)}") from None
+
+
+def _lag(end: int, position: int, committed: int) -> int:
+    """Messages on a partition the consumer has not taken yet: its end offset (the last
+    stable one under read_committed) minus the consumer's position, or minus its committed
+    offset before it has taken any; -1 where neither is known. Not minus the committed
+    offset throughout: under auto commit that trails the position by up to five seconds,
+    and would show a lag where nothing waits."""
+    done = position if position >= 0 else committed
+    return max(end - done, 0) if end >= 0 and done >= 0 else -1
 
 
 def _reason(exc: BaseException) -> str:

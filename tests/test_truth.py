@@ -2,6 +2,7 @@
 samples that never completed recorded rather than left out, closed-loop latency labelled."""
 
 import json
+import re
 import subprocess
 import time
 
@@ -151,6 +152,87 @@ def test_clamped_samples_are_counted_and_said():
     console = Console(record=True, width=200)
     print_summary(console, summary, "RUN")
     assert "3 samples outside the histograms' range" in console.export_text()
+
+
+def test_per_partition_figures_survive_the_records_and_add_up_over_processes():
+    """Two processes' consumers (a group's competing members, each holding partitions of its
+    own, and one that knows no lag yet) written as records, read back and merged: rates and
+    known lags add up per partition, the group's lag is over its partitions, the summary
+    keeps the last interval's."""
+    from harness.stats.records import into_reports, report_records
+
+    run = RunSpec(groups=[group_spec({"module": "loopback.Receiver", "destination": "Q"})])
+    run.groups[0].name = "receiver"
+    metrics = {0: metrics_for(run.groups[0])}
+    histograms = {m: encode(new_histogram()) for m in metrics[0]}
+
+    def interval(index: int, first: dict, second: dict) -> list[IntervalReport]:
+        reports = {}
+        for process, partitions in enumerate((first, second)):
+            part = GroupPart(dict.fromkeys(COUNTERS, 0), histograms, 0, 1, 1, 0, partitions)
+            report = IntervalReport(process, 1, index, index * 10**9, 1.0, False, 0.0,
+                                    groups={0: part})
+            for record in report_records(report, "r", "n", ["receiver"], index, "measure"):
+                into_reports(json.loads(json.dumps(record)), reports, {"receiver": 0})
+        return list(reports.values())
+
+    stats = RunStats(run, metrics)
+    view = stats.merge(0, 0.0, interval(
+        0, {"T[0]": (100.04, 7), "T[1]": (50.0, -1)}, {"T[1]": (25.0, 3), "T[2]": (0.0, 0)}),
+        None)
+    assert view.groups["receiver"].partitions == {
+        "T[0]": (100.0, 7), "T[1]": (75.0, 3), "T[2]": (0.0, 0)}
+    assert view.groups["receiver"].lag == 10
+    # Prometheus gets each partition's known lag, labelled by partition.
+    from prometheus_client import generate_latest
+
+    from harness.rundir.metrics import Metrics
+    from harness.rundir.sinks import Closed
+    exported = Metrics(run, "r", metrics, print)
+    exported.interval(Closed(0, 0.0, view, [], None, None))
+    text = generate_latest(exported.registry).decode()
+    lags = sorted(line for line in text.splitlines()
+                  if line.startswith("harness_lag_messages{"))
+    assert [(re.search(r'partition="([^"]+)"', line)[1], line.rsplit(" ", 1)[1])
+            for line in lags] == [("T[0]", "7.0"), ("T[1]", "3.0"), ("T[2]", "0.0")]
+    stats.merge(1, 1.0, interval(1, {"T[0]": (90.0, 0)}, {"T[1]": (80.0, 0)}), None)
+    assert stats.summary()["groups"]["receiver"]["lag"] == 0
+    # A transport that reports none: no figure at all, not a lag of 0.
+    plain = RunStats(run, metrics)
+    assert plain.merge(0, 0.0, interval(0, {}, {}), None).groups["receiver"].lag is None
+    assert "lag" not in plain.summary()["groups"]["receiver"]
+
+
+def test_a_backlog_the_warm_up_left_is_said_with_its_size():
+    """A Receiver 600 messages behind when the warm-up ends receives them while measured:
+    its rate is above its Sender's, and the summary says why; 5 behind is noise, unsaid."""
+    run = RunSpec(groups=[group_spec({"module": "loopback.Sender", "destination": "Q"}),
+                          group_spec({"module": "loopback.Receiver", "destination": "Q"})])
+    run.groups[0].name, run.groups[1].name = "sender", "receiver"
+    metrics = {i: metrics_for(g) for i, g in enumerate(run.groups)}
+    histograms = {i: {m: encode(new_histogram()) for m in metrics[i]} for i in metrics}
+
+    def summary(behind: int) -> dict:
+        stats = RunStats(run, metrics)
+        for index, phase, sent, received in ((0, "warmup", 1000, 1000 - behind),
+                                             (1, "measure", 1000, 1000 + behind)):
+            parts = {}
+            for g, counts in ((0, {"sent": sent}), (1, {"received": received})):
+                parts[g] = GroupPart({**dict.fromkeys(COUNTERS, 0), **counts}, histograms[g],
+                                     0, 1, 1, 0)
+            stats.merge(index, float(index), [IntervalReport(0, 1, index, index * 10**9, 1.0,
+                                                             False, 0.0, phase,
+                                                             groups=parts)], None)
+        return stats.summary()
+
+    left = summary(600)
+    assert left["warmup_backlog"] == {"loopback:queue:Q": 600}
+    assert left["groups"]["receiver"]["rate"] == 1600 and left["groups"]["sender"]["rate"] == 1000
+    console = Console(record=True, width=200)
+    print_summary(console, left, "RUN")
+    assert "loopback:queue:Q: the warm-up left a backlog of 600 messages" in \
+        console.export_text()
+    assert "warmup_backlog" not in summary(5)
 
 
 def test_the_hlog_holds_one_histogram_per_tag_per_interval_over_all_processes(harness):

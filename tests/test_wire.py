@@ -7,11 +7,12 @@ would be an option silently ignored."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import subprocess
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from harness.spec.options import table
 from harness.spec.roles import ROLES
 from tests.conftest import ROOT, env, harness_command
 from tests.cutter import Cutter
+from tests.servers import Tansu
 from tests.test_options import PROBES, accepted, playing
 
 SHARED = {"stomp": 61613, "mqtt": 1883, "amqp": 5672, "nats": 4222, "redis": 6379, "http": 8090}
@@ -102,6 +104,40 @@ def mqtt_publish(test: Callable[[int], bool]) -> Evidence:
                    for first, _ in mqtt_packets(s))
     return evidence
 
+
+def kafka_frames(stream: bytes) -> list[bytes]:
+    """Each Kafka request or response on a connection: its size (int32), then itself."""
+    frames, at = [], 0
+    while at + 4 <= len(stream):
+        size = int.from_bytes(stream[at:at + 4], "big")
+        frame = stream[at + 4:at + 4 + size]
+        if size < 4 or len(frame) < size:
+            break  # the rest is still on its way
+        frames.append(frame)
+        at += 4 + size
+    return frames
+
+
+def kafka_requests(stream: bytes) -> list[tuple[int, bytes]]:
+    """(API key, the rest of the request) of each Kafka request a client sent: its API key
+    (int16), then its version, correlation id, client id and body."""
+    return [(int.from_bytes(f[:2], "big"), f[2:]) for f in kafka_frames(stream)]
+
+
+def kafka(api: int, pattern: bytes = b"", least: int = 1, most: int | None = None) -> Evidence:
+    """At least `least` (and, where given, at most `most`) requests of one API whose bytes
+    match pattern: 0 Produce, 1 Fetch, 2 ListOffsets, 8 OffsetCommit, 11 JoinGroup,
+    17 SaslHandshake, 19 CreateTopics, 22 InitProducerId, 26 EndTxn."""
+    def evidence(streams: Streams) -> bool:
+        count = sum(1 for s in streams for key, rest in kafka_requests(s)
+                    if key == api and re.search(pattern, rest, re.DOTALL))
+        return count >= least and (most is None or count <= most)
+    return evidence
+
+
+# librdkafka's Fetch: max wait (ms), min bytes, max bytes (its default, 50 MiB), isolation
+FETCH = b"\x00\x00\x01\xf4\x00\x00\x00\x01\x03\x20\x00\x00"
+KAFKA_FED = "-m kafka.Sender -rt 20"
 
 TEXT = rb"[a-zA-Z0-9 ]{256}"  # a --type text body: printable where bytes are random
 TLS = rb"\A\x16\x03"  # a TLS handshake record first, where the protocol would speak
@@ -269,6 +305,45 @@ CASES = [
          rb"\r\n[Aa]uthorization: Basic dXNlcjQ3MTE6cHc="),
     Wire("http.Requestor", "--tls", TLS),
     Wire("http.Requestor", "--method PUT", rb"(\A|\n)PUT /"),
+    # Kafka on a private Tansu (upstream()); Produce v10, Fetch v16, CreateTopics v4 as
+    # librdkafka 2.16 speaks them to Tansu 0.6.0
+    Wire("kafka.Sender", "--type text", TEXT),
+    Wire("kafka.Sender", "-co corr4711", rb"corr4711"),
+    Wire("kafka.Sender", "-tx", kafka(26)),  # EndTxn
+    Wire("kafka.Sender", "--client-id client4711", kafka(0, rb"client4711")),
+    Wire("kafka.Sender", "--user user4711 --password pw", kafka(17, rb"PLAIN")),
+    Wire("kafka.Sender", "--tls", TLS),
+    # the transactional id (null), acks, the request's timeout (30 s)
+    Wire("kafka.Sender", "--acks 1", kafka(0, rb"\x00\x00\x01\x00\x00\x75\x30")),
+    Wire("kafka.Sender", "--idempotence", kafka(22)),  # InitProducerId
+    Wire("kafka.Sender", "--linger-ms 400", kafka(0, most=20)),  # 40 sends, batched
+    Wire("kafka.Sender", "--batch-size 100", kafka(0, least=30), "--linger-ms 400"),
+    # (librdkafka sends a batch that compression would not shrink as it is: text shrinks)
+    Wire("kafka.Sender", "--compression gzip", kafka(0, rb"\x1f\x8b\x08"), "--type text"),
+    Wire("kafka.Sender", "--keys producer", kafka(0, rb"-sender-0\.0")),
+    # CreateTopics: partitions (int32), replication (int16)
+    Wire("kafka.Sender", "--partitions 7", kafka(19, rb"\x00\x00\x00\x07\x00\x01")),
+    Wire("kafka.Sender", "--replication 3", kafka(19, rb"\x00\x00\x00\x01\x00\x03")),
+    Wire("kafka.Receiver", "--consumer-group grp4711", kafka(11, rb"grp4711"),
+         peer=KAFKA_FED),
+    # JoinGroup: the session timeout (6 s at most), the rebalance timeout (47 s)
+    Wire("kafka.Receiver", "--rebalance-timeout 47",
+         kafka(11, rb"\x00\x00\x17\x70\x00\x00\xb7\x98"), peer=KAFKA_FED),
+    # ListOffsets from the end (-1), not the start (-2), of a group with no offset
+    Wire("kafka.Receiver", "--offset-reset latest", kafka(2, rb"\xff{8}"), peer=KAFKA_FED),
+    Wire("kafka.Receiver", "--commit sync", kafka(8, least=6), "--commit-every 5",
+         peer=KAFKA_FED),
+    Wire("kafka.Receiver", "--commit-every 5", kafka(8, least=6), "--commit sync",
+         peer=KAFKA_FED),
+    Wire("kafka.Receiver", "--fetch-wait-ms 4711",
+         kafka(1, rb"\x00\x00\x12\x67" + FETCH[4:]), peer=KAFKA_FED),
+    Wire("kafka.Receiver", "--fetch-min-bytes 4711",
+         kafka(1, FETCH[:4] + rb"\x00\x00\x12\x67"), peer=KAFKA_FED),
+    # each partition's fetch: offset, last epoch (-1), log start (-1), its most bytes
+    Wire("kafka.Receiver", "--fetch-max-bytes 4711", kafka(1, rb"\xff{12}\x00\x00\x12\x67"),
+         peer=KAFKA_FED),
+    Wire("kafka.Receiver", "--isolation read_uncommitted", kafka(1, FETCH + b"\x00"),
+         peer=KAFKA_FED),
 ]
 # Options whose effect no byte on the wire shows: the test that fails if each stops working.
 ON_THE_HARNESS_SIDE = {
@@ -282,15 +357,17 @@ ON_THE_HARNESS_SIDE = {
         "test_a_killed_consumers_pending_messages_are_claimed_and_counted",
     "inflight": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
     "confirm": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
+    "max-in-flight": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
+    "send-timeout": "test_kafka.py::test_a_send_no_broker_answers_is_in_doubt_after_send_timeout",
 }
 # JetStream acknowledges every message either way: --ack auto on its arrival in the client,
 # --ack client once the harness has measured it. No byte and no figure tells them apart
 # while the receiver lives; they differ in what a receiver that dies leaves redelivered.
 SAME_BYTES = {("nats", "ack")}
 # Accepted only where no server here can show them: the loopback broker runs in the process.
-# Kafka is not shown yet: its clients reach the broker at the address the broker advertises,
-# not through this proxy (a private Tansu advertising the proxy's port would let them).
-NO_WIRE = {"loopback", "kafka"}
+NO_WIRE = {"loopback"}
+# Seconds each run takes: a Kafka consumer group forms in about three.
+RUN_LENGTH = {"kafka": 6}
 
 
 def destination(case: Wire) -> str:
@@ -299,9 +376,37 @@ def destination(case: Wire) -> str:
     return f"wire{uuid.uuid4().hex[:10]}"  # a JetStream stream's name takes no dots
 
 
+@contextlib.contextmanager
+def upstream(transport: str, out: Path) -> Iterator[Cutter]:
+    """A recording proxy in front of the transport's shared broker; for Kafka, in front of a
+    private Tansu that advertises the proxy's port (a Kafka client connects to the address
+    the broker gives it, so the shared one's would lead around the proxy)."""
+    if transport != "kafka":
+        proxy = Cutter(("127.0.0.1", SHARED["amqp" if transport == "amqp10" else transport]),
+                       record=True)
+        try:
+            yield proxy
+        finally:
+            proxy.close()
+        return
+    broker = Tansu(out / f"tansu-{uuid.uuid4().hex[:8]}")
+    proxy = Cutter(("127.0.0.1", broker.ports["kafka"]), record=True)
+    broker.advertised = proxy.port
+    try:
+        broker.start()
+        yield proxy
+    finally:
+        proxy.close()
+        broker.stop()
+
+
 def record(case: Wire, with_option: bool, out: Path) -> tuple[Streams, str, str]:
-    port = SHARED["amqp" if case.transport == "amqp10" else case.transport]
-    proxy = Cutter(("127.0.0.1", port), record=True)
+    with upstream(case.transport, out) as proxy:
+        return _record(case, with_option, out, proxy)
+
+
+def _record(case: Wire, with_option: bool, out: Path, proxy: Cutter
+            ) -> tuple[Streams, str, str]:
     dest = destination(case)
     at = f"-d {dest} --port {proxy.port} {BASE.get(case.transport, '')}"
     args = [*case.module.join(["-m ", ""]).split(), *at.split(), *case.base.split(),
@@ -310,12 +415,11 @@ def record(case: Wire, with_option: bool, out: Path) -> tuple[Streams, str, str]
         args += ["-rt", "20"]
     if case.peer:
         args += ["-g", f"{case.peer} {at}"]
-    try:
-        proc = subprocess.run(harness_command("run", *args, "-rl", "2", "-ss", "1", "--drain",
-                                              "1", "-o", str(out / uuid.uuid4().hex[:8])),
-                              capture_output=True, text=True, timeout=120, env=env(), cwd=out)
-    finally:
-        proxy.close()
+    seconds = str(RUN_LENGTH.get(case.transport, 2))
+    proc = subprocess.run(harness_command("run", *args, "-rl", seconds, "-ss", "1", "--drain",
+                                          "1", "-o", str(out / uuid.uuid4().hex[:8])),
+                          capture_output=True, text=True, timeout=120, env=env(), cwd=out)
+    proxy.close()  # every connection's bytes in the log
     assert proxy.log is not None
     streams: dict[int, bytes] = {}
     for number, upstream, data in proxy.log:
@@ -427,6 +531,31 @@ def test_a_window_of_unacknowledged_sends_is_held_as_given(tmp_path: Path,
             most[window] = outstanding(proxy.log, sends, acks)
         # Held to one; given eight, as fast as it can send, it has more than one out.
         assert most[1] == 1 and most[8] > 1, (module, most)
+    # Kafka: Produce requests unanswered on a producer's connection, each answer known by
+    # its correlation id; small batches sent at once, so that there are many to pipeline.
+    most = {}
+    for window in (1, 8):
+        with upstream("kafka", tmp_path) as proxy:
+            done = subprocess.run(harness_command(
+                "run", "-m", "kafka.Sender", "-d", f"wire{uuid.uuid4().hex[:10]}", "--port",
+                str(proxy.port), "--max-in-flight", str(window), "--linger-ms", "0",
+                "--batch-size", "1000", "-mg", "2000", "-ss", "1",
+                "-o", str(tmp_path / f"kafka{window}")),
+                capture_output=True, text=True, timeout=120, env=env(), cwd=tmp_path)
+            proxy.close()
+        assert done.returncode == 0, done.stderr
+        assert proxy.log is not None
+        sent: dict[int, bytes] = {}
+        for number, from_client, data in proxy.log:
+            if from_client:
+                sent[number] = sent.get(number, b"") + data
+        # (only the producer's connection sends Produce requests)
+        produced = {rest[2:6] for stream in sent.values()
+                    for key, rest in kafka_requests(stream) if key == 0}
+        most[window] = outstanding(
+            proxy.log, lambda stream: sum(key == 0 for key, _ in kafka_requests(stream)),
+            lambda stream, ids=produced: sum(f[:4] in ids for f in kafka_frames(stream)))
+    assert most[1] == 1 and most[8] > 1, ("kafka.Sender", most)
     # AMQP 1.0 settles every send either way; --confirm times the settlements (the confirm
     # metric) and keeps that many unsettled, where without it each send waits for its own.
     for confirm in ("0", "20"):

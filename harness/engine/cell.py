@@ -45,6 +45,7 @@ from harness.stats.reports import (
     Report,
     StatusReport,
     StreamEnd,
+    add_partitions,
 )
 from harness.stats.timeline import Timeline
 
@@ -118,10 +119,15 @@ class _Interval:
                                                     for g in groups}
         self.reasons: dict[int, dict[str, str]] = {g: {} for g in groups}
         self.notes: dict[int, list[str]] = {g: [] for g in groups}
+        # Per group, per thread: its latest per-partition gauges (Sample.partitions).
+        self.partitions: dict[int, dict[int, dict[str, tuple[float, int]]]] = {}
 
     def add(self, group: int, values: dict[str, Sequence[int]],
             counters: dict[str, int], reasons: dict[str, str] | None = None,
-            notes: list[str] | None = None) -> None:
+            notes: list[str] | None = None, thread: int = 0,
+            partitions: dict[str, tuple[float, int]] | None = None) -> None:
+        if partitions:
+            self.partitions.setdefault(group, {})[thread] = partitions
         for kind, reason in (reasons or {}).items():
             self.reasons[group].setdefault(kind, reason)
         if notes:
@@ -375,7 +381,8 @@ class Cell:
             slot = pending.get(interval)
             if slot is None:
                 slot = pending[interval] = _Interval(groups)
-            slot.add(group, sample.values, sample.counters, sample.reasons, sample.notes)
+            slot.add(group, sample.values, sample.counters, sample.reasons, sample.notes,
+                     thread, sample.partitions)
 
     def _balance(self) -> BalanceReport:
         sent: dict[int, int] = {}
@@ -453,6 +460,7 @@ class Cell:
             data.counters[g]["cpu_us"] = shares[g]
             report.groups[g] = GroupPart(
                 data.counters[g], histograms, clamped, sum(w.up for w in workers),
-                len(workers), sum(1 for w in workers if w.produces() and not w.finished))
+                len(workers), sum(1 for w in workers if w.produces() and not w.finished),
+                add_partitions(data.partitions.get(g, {}).values()))
             report.groups[g].remember(decoded)
         self.emit(report)

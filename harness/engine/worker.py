@@ -306,6 +306,8 @@ class Worker(threading.Thread, ABC):
             rec.rebalances += len(feedback.rebalances)
             rec.notes += feedback.rebalances
             feedback.rebalances = []
+        if feedback.partitions:
+            rec.partitions = feedback.partitions
         redelivered = feedback.redelivered
         if redelivered != self.redelivered_taken:
             rec.redelivered += redelivered - self.redelivered_taken

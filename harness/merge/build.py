@@ -19,6 +19,7 @@ from harness.merge.core import (
     slot_of,
 )
 from harness.rundir.reader import Intervals, Records
+from harness.stats.backlog import warmup_note
 from harness.stats.figures import CLIENT_CPU_LIMIT
 from harness.stats.histogram import encode, percentiles
 from harness.stats.nines import distribution
@@ -65,6 +66,8 @@ def run_entry(layout: RunLayout, gathered: Gathered, warnings: list[str],
         if bad:
             warnings.append(f"run {layout.run}: {name}: " + ", ".join(
                 f"{v} {k}" for k, v in bad.items()))
+    for point, left in figures.get("warmup_backlog", {}).items():
+        warnings.append(f"run {layout.run}: {warmup_note(point, left)}")
     tags = {}
     for totals in stats.groups:
         for metric, histogram in totals.histograms.items():

@@ -6,7 +6,8 @@ Per group, labelled run_id, node, group, module and destination:
 - counters (`harness_messages_sent_total` ...), labelled by phase too (warmup, measure,
   drain): summary.json's counts are those of measure and drain;
 - the last interval's rate, threads alive, client CPU, and `harness_interval` (its index,
-  labelled by phase);
+  labelled by phase); where the transport reports it (Kafka), each partition's lag
+  (`harness_lag_messages`, labelled partition);
 - the last interval's percentiles of each latency metric (latency, service, delay, confirm),
   in seconds, from its HDR histogram as the interval record has it: `harness_latency_seconds`
   with labels metric and quantile (0.5, 0.9, 0.99, 0.999, 1 for the maximum);
@@ -91,6 +92,9 @@ class Metrics(Sink, Collector):
                                     labels=LABELS)
         cpu = GaugeMetricFamily("harness_client_cpu_percent", "% of one core of the group's "
                                 "busiest process over the last interval", labels=LABELS)
+        lag = GaugeMetricFamily("harness_lag_messages", "messages on each partition the "
+                                "group's consumers had not taken, at the client's last "
+                                "report (Kafka)", labels=[*LABELS, "partition"])
         latency = GaugeMetricFamily("harness_latency_seconds", "the last interval's "
                                     "percentiles of each latency metric, from its HDR "
                                     "histogram", labels=[*LABELS, "metric", "quantile"])
@@ -107,6 +111,9 @@ class Metrics(Sink, Collector):
             rates.add_metric(labels, rate(group.count, view.length))
             threads.add_metric(labels, group.threads_up)
             cpu.add_metric(labels, group.cpu)
+            for partition, (_, behind) in (group.partitions or {}).items():
+                if behind >= 0:
+                    lag.add_metric([*labels, partition], behind)
             for metric, histogram in group.histograms.items():
                 if histogram.get_total_count():  # nothing measured: no figure, not a stale one
                     for pct, value in percentiles(histogram).items():
@@ -114,7 +121,7 @@ class Metrics(Sink, Collector):
         index = GaugeMetricFamily("harness_interval", "the last interval closed, and its "
                                   "phase", labels=["run_id", "phase"])
         index.add_metric([self.run_id, view.phase], closed.index)
-        self.last = [rates, threads, cpu, latency, index]
+        self.last = [rates, threads, cpu, latency, lag, index]
         node_rate = GaugeMetricFamily("harness_node_rate_messages_per_second", "each "
                                       "node's rate of each group over the last interval",
                                       labels=["run_id", "node", "group"])

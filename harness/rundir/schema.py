@@ -1,11 +1,13 @@
 """What a record of intervals.jsonl must hold, by schema version, and how a record of an
 earlier version this release still reads is brought up to the current one.
 
-The version goes up whenever a field is added or becomes required; a reader takes every
-version in READABLE. Version 3 (this release): a counters record carries every counter of
-harness.stats.recorder.COUNTERS; version 2 added every counter but `rebalances`, which
-version 3 added; version 1 files, written before some counters existed, read the missing
-ones as 0.
+The version goes up whenever a field is added that readers must find, or one becomes
+required; a field written only where it applies (NotRequired in harness.stats.records, such
+as a counters record's `partitions`) leaves it, since every reader of the version already
+takes a record without it. A reader takes every version in READABLE. Version 3 (this
+release): a counters record carries every counter of harness.stats.recorder.COUNTERS;
+version 2 added every counter but `rebalances`, which version 3 added; version 1 files,
+written before some counters existed, read the missing ones as 0.
 """
 
 from __future__ import annotations

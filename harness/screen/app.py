@@ -21,7 +21,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, RichLog, Static
 
-from harness.screen.board import GroupBoard
+from harness.screen.board import GroupBoard, partition_text
 from harness.screen.feed import Feed, describe_target
 from harness.screen.plot import bars, render
 from harness.stats.figures import CLIENT_CPU_LIMIT
@@ -102,6 +102,7 @@ class RunApp(App[None]):
                 yield Static(id="spark-label")
                 yield Static(id="spark")
             yield NinesPlot(id="plot")
+        yield Static(id="partitions")
         yield Static(id="cpu")
         yield RichLog(id="log", max_lines=2000, wrap=True)
         yield Footer()
@@ -214,6 +215,11 @@ class RunApp(App[None]):
                 table.add_row(label, *[format_us(p[k]) if p else "-"
                                        for k in ("p50", "p90", "p99", "p99.9", "max")])
         self.query_one("#percentiles", Static).update(table)
+        partitions = self.query_one("#partitions", Static)
+        partitions.display = bool(g.partitions)
+        if g.partitions:  # Kafka: the client library's per-partition figures
+            partitions.update(Text("per partition (msg/s at the client's last report, "
+                                   "lag):\n" + partition_text(g.partitions)))
         rates = list(g.rates)
         self.query_one("#spark-label", Static).update(
             f"rate per interval from 0/s, last {len(rates)}: max {max(rates, default=0):,.0f}/s")
@@ -254,6 +260,9 @@ class RunApp(App[None]):
         self.log_line(self.feed.add_thread(self.selected))
 
     def action_reset(self) -> None:
+        # What had arrived before the key was pressed is folded in first, and reset with the
+        # rest: only intervals that close afterwards count again.
+        self.refresh_view()
         self.feed.board.reset()
         self.log_line("cumulative figures reset on screen (the files and the summary keep "
                       "everything)")

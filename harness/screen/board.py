@@ -49,6 +49,8 @@ class GroupBoard:
     rate_seconds: float = 0.0
     rates: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
     closed_loop: bool = False
+    # Per partition, where the transport reports them: (msg/s, lag) at the last interval.
+    partitions: dict[str, tuple[float, int]] | None = None
 
     @property
     def headline(self) -> str:
@@ -132,6 +134,8 @@ class Board:
             board.rates.append(board.rate_now)
             board.last = interval.histograms
             board.last_counters = interval.counters
+            if interval.partitions:
+                board.partitions = interval.partitions
             for key, value in interval.counters.items():
                 board.counters[key] += value
             for metric, histogram in interval.histograms.items():
@@ -166,3 +170,15 @@ class Board:
             board.reset()
         for node in self.nodes.values():
             node.errors = 0
+
+
+def partition_text(partitions: dict[str, tuple[float, int]]) -> str:
+    """Per-partition rates and lags in a few lines: each topic once, then its partitions as
+    [n] rate/s and, for consumers, their lag."""
+    topics: dict[str, list[str]] = {}
+    for key, (rate_now, lag) in partitions.items():
+        topic, _, number = key.rpartition("[")
+        text = f"[{number.rstrip(']')}] {rate_now:,.0f}/s" + (f" lag {lag:,}" if lag >= 0
+                                                              else "")
+        topics.setdefault(topic, []).append(text)
+    return "\n".join(f"{topic}: " + "  ".join(parts) for topic, parts in topics.items())

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.stats.backlog import warmup_note
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
@@ -55,6 +56,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" in_doubt={c['in_doubt']}"
         if c.get("rebalances"):
             text += f" rebalances={c['rebalances']}"
+        if (lag := group.lag) is not None:
+            text += f" lag={lag}"
         if "delay" in group.histograms:
             text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
         if "confirm" in group.histograms:
@@ -130,6 +133,11 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
         if g.get("rebalances"):
             console.print(f"{name}: {g['rebalances']} partition assignments (its consumer "
                           "group rebalanced; the log says which partitions)", highlight=False)
+        if "lag" in g:
+            console.print(f"{name}: lag {g['lag']} at the end (messages on its partitions "
+                          "it had not taken: end offsets minus its positions)", highlight=False)
+    for point, left in summary.get("warmup_backlog", {}).items():
+        console.print(warmup_note(point, left), highlight=False)
     floor = summary.get("floor")
     if floor and floor["samples"]:
         beside = "; ".join(

@@ -35,7 +35,7 @@ from harness.stats.figures import (
 )
 from harness.stats.histogram import decode, empty, encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
-from harness.stats.reports import IntervalReport, StreamEnd
+from harness.stats.reports import IntervalReport, StreamEnd, add_partitions
 from harness.stats.verify import count_in, pack_bits, union_count, union_of, unpack_bits
 
 
@@ -50,6 +50,14 @@ class GroupInterval:
     cpu: float  # highest CPU% (of one core) among the processes running the group
     # Histograms already encoded, where one process measured the metric: the .hlog's text.
     texts: dict[str, str] = field(default_factory=dict)
+    # Per partition, where the transport reports them: (msg/s, lag) (GroupPart.partitions).
+    partitions: dict[str, tuple[float, int]] | None = None
+
+    @property
+    def lag(self) -> int | None:
+        """The consumers' lag over every partition whose lag is known; None if none is."""
+        known = [lag for _, lag in (self.partitions or {}).values() if lag >= 0]
+        return sum(known) if known else None
 
     def text(self, metric: str) -> str:
         """The metric's histogram, encoded."""
@@ -112,6 +120,8 @@ class GroupTotals:
     histograms: dict[str, HdrHistogram] = field(default_factory=dict)
     cpu: list[float] = field(default_factory=list)
     clamped: int = 0  # samples outside the histograms' range, clamped into it
+    # The consumers' lag at the last interval that knew it: (interval index, lag).
+    lag: tuple[int, int] | None = None
 
     def count(self, counters: dict[str, int]) -> int:
         return role_count(self.spec.role, counters)
@@ -127,6 +137,8 @@ class GroupTotals:
                 self.histograms[metric].add(histogram)
         self.cpu += other.cpu
         self.clamped += other.clamped
+        if other.lag is not None and (self.lag is None or other.lag[0] > self.lag[0]):
+            self.lag = other.lag
 
     def __getstate__(self) -> dict[str, Any]:
         # Pickled (a merge's partial statistics cross from Spark's executors): the
@@ -218,10 +230,12 @@ class RunStats:
                     if report.phase != "warmup":
                         part.add_to(totals.histograms[metric], metric)
             cpu = max(r.cpu for r, _ in parts)
-            views[totals.spec.name] = GroupInterval(
+            view = views[totals.spec.name] = GroupInterval(
                 totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
                 sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu,
-                texts)
+                texts, add_partitions(p.partitions for _, p in parts))
+            if (lag := view.lag) is not None:
+                totals.lag = (index, lag)
             if any(r.phase == "measure" for r, _ in parts):
                 totals.cpu.append(cpu)
         phase = view_phase(reports)
@@ -302,6 +316,8 @@ class RunStats:
                 "client_cpu_max": max(totals.cpu, default=0.0),
                 **self._cost(totals),
             }
+            if totals.lag is not None:  # the broker's count, where the transport reads it
+                entry["lag"] = totals.lag[1]
             for metric, histogram in totals.histograms.items():
                 entry[metric] = percentiles(histogram)
                 entry.setdefault("histograms", {})[metric] = encode(histogram)
@@ -324,6 +340,8 @@ class RunStats:
                            "bottleneck": client_bottleneck(cpu_max, machine_max)},
             "delivery": self.delivery(),
         }
+        if left := self.warmup_left():
+            result["warmup_backlog"] = left
         if self.broker_cpu:
             import os
             broker_mean = mean(self.broker_cpu)
@@ -333,6 +351,16 @@ class RunStats:
                 "cpu_ms_per_received_msg": broker_cpu_ms_per_received(broker_mean, sent_rate),
             }
         return result
+
+    def warmup_left(self) -> dict[str, int]:
+        """The backlog the warm-up left, where it lifts a measured rate (harness.stats.
+        backlog.warmup_left): by the end of each process's own warm-up."""
+        from harness.stats.backlog import warmup_left
+
+        return warmup_left(
+            self.run, {t.spec.name: {k: v - t.counters[k] for k, v in t.everything.items()}
+                       for t in self.groups},
+            {t.spec.name: t.counters for t in self.groups})
 
     def reconcile(self, streams: list[StreamEnd]) -> list[dict[str, Any]]:
         """What only the end of the run shows, as records for the run directory:

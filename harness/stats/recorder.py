@@ -29,10 +29,13 @@ class Sample(NamedTuple):
     reasons: dict[str, str] | None = None
     # What the transport said happened that is no error (a partition assignment), in order.
     notes: list[str] | None = None
+    # Per partition: (msg/s, lag) at the transport's last report (harness.modules.interface.
+    # feedback.Feedback.partitions), where it reports them.
+    partitions: dict[str, tuple[float, int]] | None = None
 
 
 class Recorder:
-    __slots__ = (*METRICS, *COUNTERS, "reasons", "notes")
+    __slots__ = (*METRICS, *COUNTERS, "reasons", "notes", "partitions")
 
     def __init__(self) -> None:
         self._reset()
@@ -54,6 +57,7 @@ class Recorder:
         # Changes of the partitions a consumer group gave this consumer (Kafka)
         self.rebalances = 0
         self.notes: list[str] = []
+        self.partitions: dict[str, tuple[float, int]] | None = None
         self.cpu_us = 0  # set by the cell for the group, never by a thread
         self.reasons: dict[str, str] = {}
 
@@ -67,6 +71,6 @@ class Recorder:
     def take(self) -> Sample:
         sample = Sample({m: getattr(self, m) for m in METRICS},
                         {c: getattr(self, c) for c in COUNTERS}, None, self.reasons or None,
-                        self.notes or None)
+                        self.notes or None, self.partitions)
         self._reset()
         return sample

@@ -46,6 +46,9 @@ class CountersRecord(_Interval):
     threads: NotRequired[int]
     threads_up: NotRequired[int]
     clamped: NotRequired[int]
+    # Where the transport reports them (Kafka): per partition, "topic[n]" -> [msg/s, lag]
+    # (harness.stats.reports.GroupPart.partitions); lag -1 where unknown.
+    partitions: NotRequired[dict[str, list[float]]]
 
 
 class HistogramRecord(_Interval):
@@ -130,9 +133,13 @@ def report_records(report: IntervalReport, run: str, node: str, groups: list[str
                                       "cpu": report.cpu}]
     for g, part in report.groups.items():
         name = groups[g]
-        records.append({"type": "counters", **base, "group": name, **part.counters,
-                        "threads": part.threads, "threads_up": part.threads_up,
-                        "clamped": part.clamped})
+        counters = {"type": "counters", **base, "group": name, **part.counters,
+                    "threads": part.threads, "threads_up": part.threads_up,
+                    "clamped": part.clamped}
+        if part.partitions:
+            counters["partitions"] = {key: [round(rate, 1), lag]
+                                      for key, (rate, lag) in part.partitions.items()}
+        records.append(counters)
         for metric, encoded in part.histograms.items():
             histogram = part.histogram(metric)
             count = histogram.get_total_count()
@@ -194,6 +201,9 @@ def into_reports(record: dict[str, Any],
         part.threads_up, part.threads = record.get("threads_up", 0), record.get("threads", 0)
         part.counters = {k: record[k] for k in COUNTERS}
         part.clamped = record.get("clamped", 0)
+        if "partitions" in record:
+            part.partitions = {key: (rate, int(lag))
+                               for key, (rate, lag) in record["partitions"].items()}
     else:
         metric = record["tag"][len(record["group"]) + 1:]
         part.histograms[metric] = record["hist"]

@@ -3,6 +3,7 @@ cross from child processes through a pipe, so they are plain picklable dataclass
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,9 @@ class GroupPart:
     threads_up: int
     threads: int
     producing: int  # threads still producing
+    # Per partition ("topic[n]"), where the transport reports them: (msg/s, lag) summed over
+    # the group's clients at their last report in the interval (add_partitions).
+    partitions: dict[str, tuple[float, int]] | None = None
 
     def histogram(self, metric: str) -> HdrHistogram:
         """The metric's histogram, decoded once however many outputs read it; read-only.
@@ -139,3 +143,22 @@ class DoneReport:
 
 
 Report = IntervalReport | StatusReport | BalanceReport | LogReport | DoneReport
+
+
+def add_partitions(many: Iterable[dict[str, Any] | None]) -> dict[str, tuple[float, int]] | None:
+    """Per-partition gauges of several clients (threads, processes, nodes) as one: the rates
+    and the known lags added up (competing consumers hold a partition each; subscribers each
+    read all of them, as the rate they receive at adds up); a lag none knows stays -1. None
+    where none reported any."""
+    out: dict[str, tuple[float, int]] = {}
+    for partitions in many:
+        for key, (rate, lag) in (partitions or {}).items():
+            was_rate, was_lag = out.get(key, (0.0, -1))
+            out[key] = (was_rate + rate, lag + max(was_lag, 0) if lag >= 0 else was_lag)
+    return dict(sorted(out.items(), key=lambda kv: _partition_order(kv[0]))) or None
+
+
+def _partition_order(key: str) -> tuple[str, int]:
+    """topic[n] by topic, then by n as a number."""
+    topic, _, number = key.rpartition("[")
+    return (topic, int(number.rstrip("]"))) if number.rstrip("]").isdigit() else (key, -1)

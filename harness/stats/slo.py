@@ -29,7 +29,10 @@ EXIT_SLO = 99
 
 COUNTS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered", "commits",
           "corrupt", "timeouts", "reconnects", "foreign", "unsent", "late", "refused",
-          "in_doubt", "redelivered", "rebalances", "lost_at_tail", "clamped")
+          "in_doubt", "redelivered", "rebalances", "lost_at_tail", "clamped",
+          # a consumer group's lag where its transport reports it (Kafka): messages, as a
+          # count is, though a gauge: the summary's is the last interval's
+          "lag")
 # A group's figures that are not counts: their kind, and where the summary keeps them.
 GROUP_FIGURES: dict[str, tuple[str, Callable[[Mapping[str, Any]], float | None]]] = {
     "rate": ("rate", lambda g: g.get("rate")),
@@ -333,6 +336,8 @@ def interval_figures(view: Any) -> dict[str, Any]:
     for name, group in view.groups.items():
         entry: dict[str, Any] = {**group.counters, "rate": rate(group.count, view.length),
                                  "client_cpu_max": group.cpu}
+        if (lag := group.lag) is not None:
+            entry["lag"] = lag
         for metric, histogram in group.histograms.items():
             if histogram.get_total_count():
                 entry[metric] = percentiles(histogram)

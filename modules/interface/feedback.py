@@ -13,8 +13,8 @@ from array import array
 
 
 class Feedback:
-    __slots__ = ("confirm_us", "doubt", "errors", "failed", "rebalances", "redelivered",
-                 "redelivered_lock")
+    __slots__ = ("confirm_us", "doubt", "errors", "failed", "partitions", "rebalances",
+                 "redelivered", "redelivered_lock")
 
     def __init__(self) -> None:
         self.confirm_us: array[int] = array("q")
@@ -35,6 +35,12 @@ class Feedback:
         # as the line of the log that says it; on the worker's own thread (the client
         # library calls back from within the worker's receive).
         self.rebalances: list[str] = []
+        # Per partition ("topic[n]") this client sends to or reads, where the client library
+        # reports them (every second or so): the rate its sends or its consumer's position
+        # advanced by between its last two reports (msg/s), and a consumer's lag (end offset
+        # minus committed; -1: unknown, or a producer's). Replaced whole at each report, on
+        # the worker's own thread; the worker reads the latest at each interval boundary.
+        self.partitions: dict[str, tuple[float, int]] = {}
 
     def error(self, kind: str, reason: str) -> None:
         count, _ = self.errors.get(kind, (0, reason))
