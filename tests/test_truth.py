@@ -203,6 +203,23 @@ def test_per_partition_figures_survive_the_records_and_add_up_over_processes():
     assert "lag" not in plain.summary()["groups"]["receiver"]
 
 
+def test_an_interval_whose_lost_went_down_says_what_arrived_late():
+    """Messages counted lost in an earlier interval that arrive after the reorder window
+    take this interval's lost below zero: the line says how many came late."""
+    from harness.screen.console import interval_lines
+    from harness.stats.figures import labels
+
+    run = RunSpec(groups=[group_spec({"module": "loopback.Receiver", "destination": "Q"})])
+    run.groups[0].name = "receiver"
+    metrics = {0: metrics_for(run.groups[0])}
+    part = GroupPart({**dict.fromkeys(COUNTERS, 0), "received": 40, "lost": -30, "late": 30},
+                     {m: encode(new_histogram()) for m in metrics[0]}, 0, 1, 1, 0)
+    view = RunStats(run, metrics).merge(0, 0.0, [IntervalReport(0, 1, 0, 0, 1.0, False, 0.0,
+                                                                groups={0: part})], None)
+    [line] = interval_lines(view, {"receiver": metrics[0]}, labels(run, metrics))
+    assert "lost=-30 dup=0 reord=0 late=30" in line, line
+
+
 def test_a_backlog_the_warm_up_left_is_said_with_its_size():
     """A Receiver 600 messages behind when the warm-up ends receives them while measured:
     its rate is above its Sender's, and the summary says why; 5 behind is noise, unsaid."""

@@ -43,6 +43,10 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
         if c["lost"] or c["duplicated"] or c["reordered"] or c["corrupt"]:
             text += (f" lost={c['lost']} dup={c['duplicated']} reord={c['reordered']}"
                      + (f" corrupt={c['corrupt']}" if c["corrupt"] else ""))
+            if c["late"]:
+                # Counted lost in an earlier interval, arrived after the reorder window: this
+                # interval's lost goes down by as many (below zero where nothing else was).
+                text += f" late={c['late']}"
         text += (f" | {labels[name][head]} p50={format_us(p['p50'])} p90={format_us(p['p90'])}"
                  f" p99={format_us(p['p99'])} p99.9={format_us(p['p99.9'])}"
                  f" max={format_us(p['max'])}")
