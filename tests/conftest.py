@@ -29,9 +29,13 @@ SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases
 # broker's timing (a Kafka consumer group forms in seconds on Tansu, more beside another
 # test's load; Prometheus scrapes each interval of a run within a second). The benchmarks'
 # tiny runs only have to finish: beside another test, but for the one that starts Spark.
+# The wire tests run six harness runs at once (Kafka's each with a Tansu of its own), or
+# send as fast as a client can: beside them, another test's timing does not hold.
 ALONE_MODULES = {"test_distributed", "test_install", "test_merge", "test_cpu",
                  "test_fault_matrix", "test_pacing", "test_kafka", "test_prometheus"}
-ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]"}
+ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]",
+               "test_every_accepted_option_shows_on_the_wire",
+               "test_a_window_of_unacknowledged_sends_is_held_as_given"}
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {

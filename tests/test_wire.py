@@ -366,8 +366,9 @@ ON_THE_HARNESS_SIDE = {
 SAME_BYTES = {("nats", "ack")}
 # Accepted only where no server here can show them: the loopback broker runs in the process.
 NO_WIRE = {"loopback"}
-# Seconds each run takes: a Kafka consumer group forms in about three.
-RUN_LENGTH = {"kafka": 6}
+# Seconds each run takes: a Kafka consumer group forms in about three, after its topic
+# exists (its Sender, in a process beside it, makes it).
+RUN_LENGTH = {"kafka": 8}
 
 
 def destination(case: Wire) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import psutil
 
 from harness.clock import epoch_ns
+from harness.engine import open_files
 from harness.engine.cell import CellPlan
 from harness.engine.processes import ChildCell, LocalCell
 from harness.errors import StartFailure
@@ -237,6 +238,7 @@ class Controller(LiveControls):
         self.run = run
         self.on_interval = on_interval
         self.on_log = on_log
+        open_files.check(run)  # before the run directory: a refused run leaves none
         self.run_id = run.run_id or uuid.uuid4().hex[:12]
         self.started = time.time()
         if run_dir is None:
