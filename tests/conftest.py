@@ -35,7 +35,11 @@ ALONE_MODULES = {"test_distributed", "test_install", "test_merge", "test_cpu",
                  "test_fault_matrix", "test_pacing", "test_kafka", "test_prometheus"}
 ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]",
                "test_every_accepted_option_shows_on_the_wire",
-               "test_a_window_of_unacknowledged_sends_is_held_as_given"}
+               "test_a_window_of_unacknowledged_sends_is_held_as_given",
+               # each failed beside another test's load in a whole-suite run here
+               "test_a_subscriber_the_server_cuts_off_as_slow_is_reported_with_its_loss",
+               "test_an_http_server_lost_mid_run_is_a_connect_error_not_a_timeout",
+               "test_stop_screenshot_reset_and_selection"}
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {
