@@ -37,9 +37,10 @@ class Feedback:
         self.rebalances: list[str] = []
         # Per partition ("topic[n]") this client sends to or reads, where the client library
         # reports them (every second or so): the rate its sends or its consumer's position
-        # advanced by between its last two reports (msg/s), and a consumer's lag (end offset
-        # minus committed; -1: unknown, or a producer's). Replaced whole at each report, on
-        # the worker's own thread; the worker reads the latest at each interval boundary.
+        # advanced by between its last two reports (msg/s), and a consumer's lag (messages
+        # on the partition it has not taken; -1: unknown, or a producer's). Replaced whole
+        # at each report, on the worker's own thread; the worker reads the latest at each
+        # interval boundary.
         self.partitions: dict[str, tuple[float, int]] = {}
 
     def error(self, kind: str, reason: str) -> None:
