@@ -6,10 +6,12 @@ quickstart:
 test:
 	bash contrib/setup/test.sh
 
-# No broker, no Spark: what to run while working (the whole suite is `make test`).
+# No broker, no Spark: what to run while working (the whole suite is `make test`), two at
+# a time but for the tests that time the machine.
 test-quick:
 	bash contrib/setup/venv.sh
-	.venv/bin/python -m pytest -q -m "not servers and not spark and not slow"
+	.venv/bin/python -m pytest -q -n 2 -m "not servers and not spark and not slow and not alone"
+	.venv/bin/python -m pytest -q -m "alone and not servers and not spark and not slow"
 
 bench:
 	bash contrib/setup/venv.sh

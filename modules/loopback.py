@@ -19,7 +19,12 @@ from typing import Any
 
 from harness.modules.interface.base import Capability, Transport, TransportError
 from harness.modules.interface.message import Destination, Message
-from harness.modules.interface.optional import EmbeddedBroker, TemporaryQueues, Transactions
+from harness.modules.interface.optional import (
+    EmbeddedBroker,
+    Multiplexed,
+    TemporaryQueues,
+    Transactions,
+)
 from harness.modules.interface.options import option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.inbox import Full, Inbox
@@ -251,7 +256,7 @@ def reset_broker(capacity: float = 0.0, delay_s: float = 0.0) -> Broker:
     return _broker
 
 
-class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues):
+class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues, Multiplexed):
     name = "loopback"
     description = "embedded in-process broker (no server; one broker per process)"
     Options = LoopbackOptions
@@ -320,6 +325,14 @@ class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues
 
     def temporary_queue(self) -> Destination:
         return Destination("queue", f"temp.{next(self._broker.temp_ids)}")
+
+    # Many clients on one thread: a send is handed to the broker as it is made, and nothing
+    # comes back to wait for.
+    def fileno(self) -> int:
+        return -1
+
+    def readable(self) -> None:
+        pass
 
     def begin(self) -> None:
         self._tx_sends = []

@@ -36,10 +36,16 @@ from typing import Any
 import paho.mqtt.client as paho
 from harness.modules.interface.base import Capability, TransportError
 from harness.modules.interface.message import Destination, Message, frame, unframe
-from harness.modules.interface.optional import ClientLoop, FramedSends, TemporaryQueues
+from harness.modules.interface.optional import (
+    ClientLoop,
+    FramedSends,
+    Multiplexed,
+    TemporaryQueues,
+)
 from harness.modules.interface.options import option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
+from harness.modules.kit.selector import FD_SETSIZE
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -98,7 +104,7 @@ def _topic_problems(settings: Settings[Any]) -> list[str]:
     return []
 
 
-class MqttTransport(NetworkTransport, FramedSends, ClientLoop, TemporaryQueues):
+class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, TemporaryQueues):
     name = "mqtt"
     default_port = DEFAULT_PORT
     flavours = tuple(FLAVOURS)
@@ -149,6 +155,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, TemporaryQueues):
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
         self.suback_lock = threading.Lock()
         self.driven = settings.sends_only
+        self.reads_in_flush = True  # not where the worker waits on the socket (multiplexed)
         self.unwritten = 0
         self.next_misc = 0.0
         self.last_attempt = 0.0
@@ -257,12 +264,27 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, TemporaryQueues):
         rc = client.loop_write()
         while rc == paho.MQTT_ERR_SUCCESS and client.want_write():
             rc = _turn(client, 0.01)  # the socket is full: wait for room
-        if rc == paho.MQTT_ERR_SUCCESS:
+        if rc == paho.MQTT_ERR_SUCCESS and self.reads_in_flush:
             rc = client.loop_read()  # acknowledgements and ping responses
         now = time.monotonic()
         if rc == paho.MQTT_ERR_SUCCESS and now >= self.next_misc:
-            self.next_misc = now + MISC_EVERY_S
+            # One of many clients (multiplexed) is tended every few seconds anyway.
+            self.next_misc = now + (MISC_EVERY_S if self.reads_in_flush else 5 * MISC_EVERY_S)
             client.loop_misc()
+
+    # -- many clients on one thread (--clients: driven producers)
+    def fileno(self) -> int:
+        client = self.client
+        sock = client.socket() if client is not None and self.driven else None
+        return -1 if sock is None else sock.fileno()
+
+    def multiplexed(self) -> None:
+        self.reads_in_flush = False
+
+    def readable(self) -> None:
+        client = self.client
+        if client is not None and self.connected.is_set():
+            client.loop_read()  # a lost connection: paho's on_disconnect, then flush()
 
     def _reconnect(self, client: Any) -> None:
         """Connect again (at most every RECONNECT_EVERY_S); paho sends the QoS 1 and 2
@@ -394,9 +416,18 @@ def _turn(client: Any, timeout: float) -> int:
     sock = client.socket()
     if sock is None:
         return paho.MQTT_ERR_NO_CONN
+    want_write = client.want_write()
     try:
-        readable, writable, _ = select.select([sock], [sock] if client.want_write() else [],
-                                              [], timeout)
+        if sock.fileno() < FD_SETSIZE:
+            readable, writable, _ = select.select([sock], [sock] if want_write else [], [],
+                                                  timeout)
+        else:  # one of thousands of clients' sockets (--clients): past select()'s reach
+            poller = select.poll()
+            poller.register(sock, select.POLLIN | (select.POLLOUT if want_write else 0))
+            events = poller.poll(timeout * 1e3)
+            mask = events[0][1] if events else 0
+            readable = mask & (select.POLLIN | select.POLLERR | select.POLLHUP)
+            writable = mask & select.POLLOUT
     except (OSError, ValueError):
         return paho.MQTT_ERR_CONN_LOST
     rc = client.loop_read() if readable else paho.MQTT_ERR_SUCCESS

@@ -16,6 +16,8 @@ from tests.conftest import ROOT, env
 # script, tiny arguments, a word its output must hold, whether it needs the brokers
 RUNS = [
     ("callback.py", ["--transport", "nats", "--messages", "2000"], "ns", True),
+    ("clients.py", ["--clients", "50", "--seconds", "1", "--warmup", "1", "--connect-rate",
+                    "0"], "harness / bare", True),
     ("distributed.py", ["--seconds", "1", "--repeat", "1"], "msg/s", False),
     ("interval_work.py", ["--rate", "200", "--seconds", "2"], "us", False),
     ("kafka.py", ["--seconds", "1", "--repeat", "1", "--paced-rate", "500", "--fed-rate",

@@ -237,9 +237,11 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
     names.update(labels(spec, controller.metrics))
     console.print(f"run {controller.run_id} -> {controller.run_dir}", markup=False)
     for g in spec.groups:
-        pace = f"{g.per_thread_rate:g}/s per thread" if g.per_thread_rate else "unthrottled"
+        each = "client" if g.clients else "thread"
+        pace = f"{g.per_thread_rate:g}/s per {each}" if g.per_thread_rate else "unthrottled"
+        clients = f" x{g.clients} clients" if g.clients else ""
         console.print(f"  {g.name}: {g.module} -d {g.destination} x{g.threads} threads"
-                      f" x{g.processes} processes, {g.size} B, {pace}", markup=False)
+                      f"{clients} x{g.processes} processes, {g.size} B, {pace}", markup=False)
     if cluster is not None:
         console.print(f"on {cluster.nodes} nodes of {cluster.master}:", markup=False)
         for line in given_lines(spec, cluster.nodes):

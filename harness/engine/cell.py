@@ -22,12 +22,14 @@ from hdrh.histogram import HdrHistogram
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns, to_monotonic
 from harness.engine.allocator import keep_freed_memory
+from harness.engine.clients import Clients
 from harness.engine.floor import FloorProbe
 from harness.engine.handlers import HANDLERS
 from harness.engine.roles import WORKERS
 from harness.engine.worker import Control, Handoff, Worker, WorkerSetup
 from harness.errors import StartFailure
 from harness.modules import transport_class
+from harness.modules.interface.base import Transport
 from harness.modules.interface.optional import EmbeddedBroker, PushedDelivery
 from harness.spec.group import GroupSpec
 from harness.spec.roles import metrics_for
@@ -158,18 +160,31 @@ class Cell:
         self.checked = {key: point.checked for key, point in endpoints(self.run).items()}
 
     def _new_worker(self, g: int) -> Worker:
-        run = self.run
-        group = run.groups[g]
+        group = self.run.groups[g]
         thread = self.thread_counts.get(g, 0)
         self.thread_counts[g] = thread + 1
+        if group.clients:
+            # Thread t drives clients t, t + -nt, ...: each the role's worker for its
+            # client number, never started as a thread.
+            clients = [self._setup(g, k) for k in range(thread, group.clients, group.threads)]
+            role = WORKERS[group.role]
+            return Clients(self._setup(g, thread, clients[0].transport),
+                           [role(setup) for setup in clients])
+        return (WORKERS.get(group.role) or HANDLERS[group.role])(self._setup(g, thread))
+
+    def _setup(self, g: int, thread: int, transport: Transport | None = None) -> WorkerSetup:
+        """What the worker (or client) numbered `thread` of group g is given: a transport
+        of its own, unless given one."""
+        run = self.run
+        group = run.groups[g]
         copy = self.plan.copy
-        settings = group.settings(run.node, self.plan.process_index, thread, copy)
-        setup = WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
-                            self.outbox, transport_class(group.transport)(settings),
-                            self.bodies[g], self.plan.exclusive.get(g, False),
-                            int(run.reorder_window * 1e9), copy, run.seed, self.plan.run_id,
-                            self.checked[group.endpoint])
-        return (WORKERS.get(group.role) or HANDLERS[group.role])(setup)
+        if transport is None:
+            settings = group.settings(run.node, self.plan.process_index, thread, copy)
+            transport = transport_class(group.transport)(settings)
+        return WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
+                           self.outbox, transport, self.bodies[g],
+                           self.plan.exclusive.get(g, False), int(run.reorder_window * 1e9),
+                           copy, run.seed, self.plan.run_id, self.checked[group.endpoint])
 
     # -- lifecycle, called by the controller
     def prepare(self) -> None:
@@ -201,7 +216,7 @@ class Cell:
         already being reported (an asyncio client left open would print its pending tasks)."""
         for worker in self.workers:
             with contextlib.suppress(Exception):  # the start failure says what went wrong
-                worker.transport.close()
+                worker.close()
 
     def start(self, start_epoch_ns: int) -> None:
         run, control = self.run, self.control
@@ -391,7 +406,7 @@ class Cell:
             g = worker.key[0]
             role = self.run.groups[g].role
             if is_producer(role):
-                sent[g] = sent.get(g, 0) + worker.stream_position - len(worker.failed)
+                sent[g] = sent.get(g, 0) + worker.kept()
             elif is_consumer(role):
                 received[g] = received.get(g, 0) + getattr(worker, "count", 0)
         return BalanceReport(self.plan.process_index, sent, received)
@@ -457,10 +472,12 @@ class Cell:
             for note in data.notes[g]:
                 self.emit(LogReport(self.plan.process_index, f"{group.name}: {note}"))
             workers = [w for w in self.workers if w.key[0] == g]
+            drivers = [w for w in workers if isinstance(w, Clients)]
             data.counters[g]["cpu_us"] = shares[g]
             report.groups[g] = GroupPart(
                 data.counters[g], histograms, clamped, sum(w.up for w in workers),
                 len(workers), sum(1 for w in workers if w.produces() and not w.finished),
-                add_partitions(data.partitions.get(g, {}).values()))
+                add_partitions(data.partitions.get(g, {}).values()),
+                sum(len(w.clients) for w in drivers), sum(w.clients_up() for w in drivers))
             report.groups[g].remember(decoded)
         self.emit(report)

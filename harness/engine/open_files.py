@@ -29,17 +29,19 @@ def raise_limit() -> int:
 
 def check(run: RunSpec) -> None:
     """Refuse a run whose processes need more connections than a process may open: each
-    thread of a group that talks to a broker holds one at least (a group's threads run in
-    each of its --processes; groups on the embedded broker open none)."""
+    client of a group that talks to a broker holds one at least (a thread, or with --clients
+    a client; a group's clients run in each of its --processes; groups on the embedded
+    broker open none)."""
     limit = raise_limit()
     if limit == resource.RLIM_INFINITY:
         return
     for group in run.groups:
         if group.embedded:
             continue
-        needed = group.threads + RESERVE
+        needed = group.streams + RESERVE
         if needed > limit:
-            raise BadInput("-nt", f"{group.name}: {group.threads:,} connections in one "
+            flag, what = ("--clients", "clients") if group.clients else ("-nt", "threads")
+            raise BadInput(flag, f"{group.name}: {group.streams:,} connections in one "
                            f"process, and a process may have {limit:,} open files here "
                            f"({RESERVE} of them kept for the harness's own; RLIMIT_NOFILE, "
-                           "`ulimit -Hn`): spread the threads over --processes (or nodes)")
+                           f"`ulimit -Hn`): spread the {what} over --processes (or nodes)")

@@ -324,6 +324,8 @@ class Controller(LiveControls):
         group = self.run.groups[g]
         if self.stop_at is not None or self.start_s is None:
             return "t: the run is not in progress"
+        if group.clients:
+            return f"t: {group.name} runs --clients {group.clients}: start it with more"
         if group.role == "Subscriber":
             return f"t: a subscriber that joins late misses what was published before, so " \
                    f"the delivery check would count loss; start {group.name} with more -nt"

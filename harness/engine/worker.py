@@ -132,7 +132,7 @@ class Worker(threading.Thread, ABC):
         self.crc_every = round(1 / group.crc) if group.crc else 0
         self.rec = Recorder()
         n, total = group.thread_number(setup.copy, setup.thread_index), \
-            group.threads * group.processes
+            group.streams * group.processes
         # The property sets this thread sends in turn (one unless a value cycles: {1..10}).
         self.property_sets: list[dict[str, str] | None] = \
             list(cycle(group.properties, n, total)) if group.properties else [None]
@@ -236,7 +236,7 @@ class Worker(threading.Thread, ABC):
             self.ended_ns = now_ns()
             self.up = False
             try:
-                self.transport.close()
+                self.close()
             except Exception as exc:
                 self.failure = self.failure or f"close: {exc}"
             if self.tracker is not None:
@@ -248,6 +248,13 @@ class Worker(threading.Thread, ABC):
             self.done_through = 1 << 62
             self.finished = True
             self.control.wake.set()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def kept(self) -> int:
+        """A producer's sends so far that did not fail."""
+        return self.stream_position - len(self.failed)
 
     def stream_end(self) -> dict[str, object] | None:
         """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd)."""
@@ -437,14 +444,24 @@ class Worker(threading.Thread, ABC):
                 return False
             if now >= self.next_boundary:
                 self.flush(now)
-            self.flush_sends()
-            time.sleep(MAX_SLEEP_S)
+            self.hold()
             resumed = True
-        if self.schedule is not None:
-            rate = control.rates.get(self.key[0], self.schedule.rate)
-            if rate != self.schedule.rate or resumed:
-                self.schedule.retarget(now_ns(), rate)
+        self.take_rate(control.rates.get(self.key[0]), resumed)
         return True
+
+    def hold(self) -> None:
+        """A turn of a pause: what is queued goes out, and the thread sleeps a little."""
+        self.flush_sends()
+        time.sleep(MAX_SLEEP_S)
+
+    def take_rate(self, rate: float | None, resumed: bool) -> None:
+        """The schedule again from now, at rate (None: its own), where the rate changed or a
+        pause ended."""
+        schedule = self.schedule
+        if schedule is not None:
+            rate = schedule.rate if rate is None else rate
+            if rate != schedule.rate or resumed:
+                schedule.retarget(now_ns(), rate)
 
     def commit(self, sent: list[int] | None = None) -> None:
         """Commit and begin the next transaction; a failure (the connection lost, and the

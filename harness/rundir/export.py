@@ -18,21 +18,22 @@ from harness.errors import BadInput
 from harness.rundir.reader import RecordedRun
 from harness.stats.figures import rate, us_per_message
 from harness.stats.histogram import percentiles
-from harness.stats.recorder import COUNTERS
+from harness.stats.recorder import COUNTERS, METRICS
 
 FORMATS = ("csv", "jsonl", "parquet", "omb")
 PERCENTILES = ("p50", "p90", "p99", "p99.9", "max")
 BATCH = 10_000  # Parquet rows a row group
+# Whole numbers beside the counters: threads and clients, all and those up.
+WHOLE = ("threads", "threads_up", "clients", "clients_up")
 
 
 def columns(recorded: RecordedRun) -> list[str]:
     """Every row's columns, known before the first interval is read: a metric's
     percentiles for every metric any group records (empty where a group has none)."""
     metrics = sorted({m for names in recorded.metrics.values() for m in names},
-                     key=["latency", "service", "delay", "confirm"].index)
+                     key=METRICS.index)
     return ["run_id", "node", "interval", "start", "offset_s", "length_s", "phase", "group",
-            "module", "destination", "rate", *COUNTERS, "threads", "threads_up",
-            "client_cpu", "client_us_per_msg",
+            "module", "destination", "rate", *COUNTERS, *WHOLE, "client_cpu", "client_us_per_msg",
             *(f"{m}_{p.replace('.', '_')}_us" for m in metrics for p in PERCENTILES)]
 
 
@@ -50,6 +51,7 @@ def rows(recorded: RecordedRun) -> Iterator[dict[str, Any]]:
                    "module": spec.module, "destination": spec.destination or "",
                    "rate": rate(group.count, view.length), **group.counters,
                    "threads": group.threads, "threads_up": group.threads_up,
+                   "clients": group.clients, "clients_up": group.clients_up,
                    "client_cpu": group.cpu,
                    "client_us_per_msg": us_per_message(group.counters["cpu_us"], group.count)}
             for metric, histogram in group.histograms.items():
@@ -128,7 +130,7 @@ def _parquet(recorded: RecordedRun, names: list[str], out: Path) -> int:
                        "'broker-harness[export]'") from None
     text = {"run_id", "node", "phase", "group", "module", "destination"}
     schema = pa.schema([(n, pa.string() if n in text else
-                         pa.int64() if n in (*COUNTERS, "interval", "threads", "threads_up")
+                         pa.int64() if n in (*COUNTERS, *WHOLE, "interval")
                          else pa.float64()) for n in names])
     count = 0
     with _replacing(out) as temporary, pq.ParquetWriter(temporary, schema) as writer:

@@ -90,6 +90,8 @@ class Metrics(Sink, Collector):
                                   "the group counted over the last interval", labels=LABELS)
         threads = GaugeMetricFamily("harness_threads_alive", "the group's threads alive",
                                     labels=LABELS)
+        clients = GaugeMetricFamily("harness_clients_connected", "the group's clients "
+                                    "connected (--clients)", labels=LABELS)
         cpu = GaugeMetricFamily("harness_client_cpu_percent", "% of one core of the group's "
                                 "busiest process over the last interval", labels=LABELS)
         lag = GaugeMetricFamily("harness_lag_messages", "messages on each partition the "
@@ -110,6 +112,8 @@ class Metrics(Sink, Collector):
             labels = self.labels[name]
             rates.add_metric(labels, rate(group.count, view.length))
             threads.add_metric(labels, group.threads_up)
+            if group.clients:
+                clients.add_metric(labels, group.clients_up)
             cpu.add_metric(labels, group.cpu)
             for partition, (_, behind) in (group.partitions or {}).items():
                 if behind >= 0:
@@ -121,7 +125,7 @@ class Metrics(Sink, Collector):
         index = GaugeMetricFamily("harness_interval", "the last interval closed, and its "
                                   "phase", labels=["run_id", "phase"])
         index.add_metric([self.run_id, view.phase], closed.index)
-        self.last = [rates, threads, cpu, latency, lag, index]
+        self.last = [rates, threads, clients, cpu, latency, lag, index]
         node_rate = GaugeMetricFamily("harness_node_rate_messages_per_second", "each "
                                       "node's rate of each group over the last interval",
                                       labels=["run_id", "node", "group"])

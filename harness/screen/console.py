@@ -69,6 +69,13 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" confirm p50={format_us(q['p50'])} p99={format_us(q['p99'])}"
         if group.threads_up < group.threads:
             text += f" threads={group.threads_up}/{group.threads}"
+        if group.clients:
+            text += f" clients={group.clients_up}/{group.clients}"
+            if "connect" in group.histograms and \
+                    (connects := group.histograms["connect"]).get_total_count():
+                q = percentiles(connects)
+                text += (f" connect n={connects.get_total_count()} p50={format_us(q['p50'])}"
+                         f" p99={format_us(q['p99'])}")
         text += f" cpu={group.cpu:.0f}%"
         if group.us_per_message is not None and view.phase != "drain":
             text += f" {group.us_per_message:.1f}us/msg"
@@ -125,6 +132,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
 def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     console.print(summary_table(summary))
     for name, g in summary["groups"].items():
+        if g.get("connects"):
+            q = g["connect"]
+            console.print(f"{name}: {g['connects']} connections p50 {format_us(q['p50'])} p99 "
+                          f"{format_us(q['p99'])} max {format_us(q['max'])} (connect to the "
+                          "broker's answer)", highlight=False)
         if "confirm" in g:
             q = g["confirm"]
             console.print(f"{name}: publisher confirms p50 {format_us(q['p50'])} p90 "

@@ -13,7 +13,7 @@ from typing import Any
 from harness.errors import BadInput
 from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.base import Capability
-from harness.modules.interface.optional import EmbeddedBroker
+from harness.modules.interface.optional import EmbeddedBroker, Multiplexed
 from harness.modules.interface.settings import GROUP_FIELDS, Settings
 from harness.spec.options import field_values, password, table
 from harness.spec.roles import ROLES
@@ -33,6 +33,10 @@ class GroupSpec:
     name: str = ""
     threads: int = 1
     processes: int = 1
+    # Connections per process, each its own client and producer stream, driven by the
+    # group's threads in turn; 0: one per thread.
+    clients: int = 0
+    connect_rate: float = 0.0  # clients a second each process connects; 0: at once
     thread_interval_ms: int = 0
     thread_rate: float = 0.0
     rate: float = 0.0
@@ -81,10 +85,16 @@ class GroupSpec:
         return self.module.partition(".")[2]
 
     @property
+    def streams(self) -> int:
+        """The clients of each process: one per thread, unless --clients."""
+        return self.clients or self.threads
+
+    @property
     def per_thread_rate(self) -> float:
-        """Messages a second for each thread; 0 means as fast as possible."""
+        """Messages a second for each client (each thread, unless --clients); 0 means as
+        fast as possible."""
         if self.rate:
-            return self.rate / (self.threads * self.processes)
+            return self.rate / (self.streams * self.processes)
         return self.thread_rate
 
     @property
@@ -120,8 +130,8 @@ class GroupSpec:
 
     def thread_number(self, copy: int, thread: int) -> int:
         """A thread's number in its group, from 1, across the group's processes (copy: which
-        of them) ({{n}} in templates)."""
-        return copy * self.threads + thread + 1
+        of them) ({{n}} in templates); with --clients, a client's."""
+        return copy * self.streams + thread + 1
 
     @property
     def destination_count(self) -> int:
@@ -137,7 +147,7 @@ class GroupSpec:
         if self.destination_max is None:
             if self.destination and "{{" in self.destination:
                 return expand(self.destination, self.thread_number(copy, thread),
-                              self.threads * self.processes)
+                              self.streams * self.processes)
             return self.destination or ""
         base = 1 if self.destination_base is None else self.destination_base
         n = self.thread_number(copy, thread)
@@ -147,7 +157,7 @@ class GroupSpec:
         """What a transport instance is given: the group's fields, its transport's options
         and where it runs, with per-thread templates ({{ ... }}) evaluated for this thread."""
         out = {name: getattr(self, name) for name in GROUP_FIELDS}
-        n, total = self.thread_number(copy, thread), self.threads * self.processes
+        n, total = self.thread_number(copy, thread), self.streams * self.processes
         for key in TEMPLATED:
             if out[key]:
                 out[key] = expand(out[key], n, total)
@@ -244,6 +254,34 @@ def _check_role_options(group: GroupSpec, role_name: str) -> None:
                        f"{role_name}")
 
 
+def _multiplexed(name: str) -> bool:
+    try:
+        return issubclass(transport_class(name), Multiplexed)
+    except BadInput:  # its client library is not installed
+        return False
+
+
+def _check_clients(group: GroupSpec, transport: type[Any], role_name: str) -> None:
+    """--clients where the role and the transport can have many clients a thread."""
+    if not group.clients:
+        raise BadInput("--connect-rate", "paces the clients of --clients: give --clients")
+    if group.clients < group.threads:
+        raise BadInput("--clients", f"at least one a thread (-nt {group.threads}), got "
+                       f"{group.clients}")
+    if not ROLES[role_name].sends_only:
+        raise BadInput("--clients", f"many clients a thread are for Sender and Publisher so "
+                       f"far; a {role_name} has a connection a thread (-nt)")
+    if not issubclass(transport, Multiplexed):
+        able = ", ".join(n for n in TRANSPORTS if _multiplexed(n))
+        raise BadInput("--clients", f"the {transport.name} transport has a connection a "
+                       f"thread (-nt); many clients a thread: {able}")
+    for flag, given in (("-mg", group.messages), ("-tx", group.transacted),
+                        ("-wi", group.thread_interval_ms)):
+        if given:
+            raise BadInput(flag, "not with --clients: each client sends on its schedule "
+                           "from when it connects to the end of the run")
+
+
 def validate_group(group: GroupSpec, index: int) -> None:
     transport_name, role_name = parse_module(group.module)
     role = ROLES[role_name]
@@ -291,6 +329,8 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
                                "applies to Sender, Publisher and Requestor")
     _check_role_options(group, role_name)
+    if group.clients or group.connect_rate:
+        _check_clients(group, transport, role_name)
     # A destination given as an https:// URL (the http transport's) is TLS by its scheme.
     tls = group.tls or (group.destination or "").lower().startswith("https://")
     for flag, path in (("--ca", group.ca), ("--cert", group.cert), ("--key", group.key)):

@@ -45,6 +45,13 @@ COMMON: tuple[Option, ...] = (
            "lower-cased).", short="-gn", field="name"),
     Option("threads", int, 1, "Worker threads per process.", short="-nt", low=1),
     Option("processes", int, 1, "Processes for the group, each with -nt threads.", low=1),
+    Option("clients", int, 0, "Clients per process, each with a connection, identity and "
+           "schedule of its own, driven by the group's -nt threads in turn (thousands a "
+           "thread); 0 = one per thread. --rate is then split over the clients, and -rt is "
+           "each client's rate.", low=0),
+    Option("connect-rate", float, 0.0, "With --clients: clients each process connects a "
+           "second from the start of the run (each sends once connected), every connection "
+           "timed in the connect histogram; 0 = one after another, at once.", low=0),
     Option("thread-interval", int, 0, "Milliseconds between thread starts.", short="-wi",
            field="thread_interval_ms", low=0),
     Option("thread-rate", float, 0.0, "Messages/s per thread; 0 = as fast as possible. The "

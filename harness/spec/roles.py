@@ -25,4 +25,7 @@ def metrics_for(group: GroupSpec) -> list[str]:
     if group.confirmed:
         # From the send to the broker's confirmation, as RabbitMQ PerfTest reports it.
         names.append("confirm")
+    if group.clients:
+        # From a client's connect to the broker's answer (MQTT's CONNACK).
+        names.append("connect")
     return names

@@ -52,6 +52,8 @@ class GroupInterval:
     texts: dict[str, str] = field(default_factory=dict)
     # Per partition, where the transport reports them: (msg/s, lag) (GroupPart.partitions).
     partitions: dict[str, tuple[float, int]] | None = None
+    clients: int = 0  # with --clients: the group's clients, and those connected
+    clients_up: int = 0
 
     @property
     def lag(self) -> int | None:
@@ -233,7 +235,8 @@ class RunStats:
             view = views[totals.spec.name] = GroupInterval(
                 totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
                 sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu,
-                texts, add_partitions(p.partitions for _, p in parts))
+                texts, add_partitions(p.partitions for _, p in parts),
+                sum(p.clients for _, p in parts), sum(p.clients_up for _, p in parts))
             if (lag := view.lag) is not None:
                 totals.lag = (index, lag)
             if any(r.phase == "measure" for r, _ in parts):
@@ -321,6 +324,11 @@ class RunStats:
             for metric, histogram in totals.histograms.items():
                 entry[metric] = percentiles(histogram)
                 entry.setdefault("histograms", {})[metric] = encode(histogram)
+            if spec.clients:
+                entry["clients"] = spec.clients
+                # Connections made in the measured span (each client's first, and again
+                # after an outage).
+                entry["connects"] = totals.histograms["connect"].get_total_count()
             groups[spec.name] = entry
         cpu_max = max(self.cpu, default=0.0)
         machine_max = max(self.machine_cpu, default=None)

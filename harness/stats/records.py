@@ -49,6 +49,9 @@ class CountersRecord(_Interval):
     # Where the transport reports them (Kafka): per partition, "topic[n]" -> [msg/s, lag]
     # (harness.stats.reports.GroupPart.partitions); lag -1 where unknown.
     partitions: NotRequired[dict[str, list[float]]]
+    # With --clients: the group's clients in the process, and those connected.
+    clients: NotRequired[int]
+    clients_up: NotRequired[int]
 
 
 class HistogramRecord(_Interval):
@@ -136,6 +139,8 @@ def report_records(report: IntervalReport, run: str, node: str, groups: list[str
         counters = {"type": "counters", **base, "group": name, **part.counters,
                     "threads": part.threads, "threads_up": part.threads_up,
                     "clamped": part.clamped}
+        if part.clients:
+            counters["clients"], counters["clients_up"] = part.clients, part.clients_up
         if part.partitions:
             counters["partitions"] = {key: [round(rate, 1), lag]
                                       for key, (rate, lag) in part.partitions.items()}
@@ -201,6 +206,7 @@ def into_reports(record: dict[str, Any],
         part.threads_up, part.threads = record.get("threads_up", 0), record.get("threads", 0)
         part.counters = {k: record[k] for k in COUNTERS}
         part.clamped = record.get("clamped", 0)
+        part.clients, part.clients_up = record.get("clients", 0), record.get("clients_up", 0)
         if "partitions" in record:
             part.partitions = {key: (rate, int(lag))
                                for key, (rate, lag) in record["partitions"].items()}

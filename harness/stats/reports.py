@@ -26,6 +26,9 @@ class GroupPart:
     # Per partition ("topic[n]"), where the transport reports them: (msg/s, lag) summed over
     # the group's clients at their last report in the interval (add_partitions).
     partitions: dict[str, tuple[float, int]] | None = None
+    # With --clients: the group's clients, and those connected at the interval's end.
+    clients: int = 0
+    clients_up: int = 0
 
     def histogram(self, metric: str) -> HdrHistogram:
         """The metric's histogram, decoded once however many outputs read it; read-only.

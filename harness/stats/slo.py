@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import BadInput
+from harness.stats.recorder import METRICS
 from harness.units import format_us
 
 # The exit code of a run whose thresholds failed (k6 uses the same): 1 stays for a run that
@@ -43,7 +44,6 @@ GROUP_FIGURES: dict[str, tuple[str, Callable[[Mapping[str, Any]], float | None]]
                g["outage_ms"] * 1000.0),
 }
 PERCENTILES = ("p50", "p90", "p99", "p99.9", "max")
-METRICS = ("latency", "service", "delay", "confirm")
 # The run's own figures.
 RUN_FIGURES: dict[str, tuple[str, Callable[[Mapping[str, Any]], float | None]]] = {
     "client_cpu": ("percent", lambda s: (s.get("client_cpu") or {}).get("max")),

@@ -113,6 +113,28 @@ class ClientLoop(ABC):
         time.sleep(seconds)
 
 
+class Multiplexed(ABC):
+    """Connections that many clients of one worker thread share the thread's wait on
+    (--clients): the worker waits on every client's socket at once and turns only the
+    client whose socket has something to read; after a send, and at least every second, it
+    calls the client's flush() (ClientLoop: write out, keep alive, reconnect), which a
+    Multiplexed transport has."""
+
+    @abstractmethod
+    def fileno(self) -> int:
+        """The socket to wait on; -1 while there is none (not connected, or nothing to
+        wait for)."""
+
+    @abstractmethod
+    def readable(self) -> None:
+        """Read and handle what the socket brought (acknowledgements, keep-alive answers);
+        a lost connection is an outage the next flush() reconnects."""
+
+    def multiplexed(self) -> None:
+        """Said once, before open(), by a worker that waits on this connection's socket
+        with others': what arrives is read in readable(), so flush() need not look."""
+
+
 class EmbeddedBroker(ABC):
     """A broker inside each process, not a server: the groups of such a transport run
     together in the same processes (--processes copies of them all), each process with a
@@ -126,4 +148,4 @@ class EmbeddedBroker(ABC):
 
 
 PARTS = (Declarations, FramedSends, PushedDelivery, Acknowledgements, Transactions,
-         TemporaryQueues, ClientLoop, EmbeddedBroker)
+         TemporaryQueues, ClientLoop, Multiplexed, EmbeddedBroker)

@@ -1,0 +1,320 @@
+"""Many clients on one worker thread (--clients).
+
+A client is a producer with a connection, an identity and a schedule of its own: built as the
+role's worker for its client number (so that its producer id, destination, phase in the
+group's schedule, properties and deck are what a thread of that number would have) but never
+started as a thread. The group's threads each drive their share of the clients (client k on
+thread k mod -nt): one thread connects them at --connect-rate, timing each connection to the
+broker's answer (the connect histogram), sends each client's messages as they fall due (the
+clients' schedules merged in one heap), and waits on every client's socket at once
+(Multiplexed), turning only the client whose socket has something to read. Every message is
+measured as a thread's is, into the thread's one buffer: one hand-off an interval, however
+many clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import select
+from collections.abc import Callable
+
+from harness.clock import EPOCH_OFFSET_NS, now_ns
+from harness.engine.worker import MAX_SLEEP_S, Worker, WorkerSetup
+from harness.modules.interface.base import TransportError
+from harness.modules.interface.message import Message, plain_frame
+from harness.modules.interface.optional import ClientLoop, FramedSends, Multiplexed
+
+# Each client's connection is tended (written out, kept alive, reconnected) at least this
+# often, a slice of the clients at a time.
+TEND_EVERY_NS = 5_000_000_000
+TEND_SLICES = 10
+# A client whose connection attempt failed tries again after this long.
+RETRY_NS = 1_000_000_000
+FAR = 1 << 62
+
+
+class Clients(Worker):
+    """A worker thread that drives many producer clients."""
+
+    def __init__(self, setup: WorkerSetup, clients: list[Worker]) -> None:
+        super().__init__(setup)
+        self.clients = clients
+        self.heads = [client.producer_id.encode() for client in clients]
+        for client in clients:
+            client.rec = self.rec  # one buffer for the thread, one hand-off an interval
+            client.outage_counted = 0
+            assert isinstance(client.transport, Multiplexed)
+            client.transport.multiplexed()
+        group = self.group
+        # This thread's share of its process's connection rate.
+        share = group.connect_rate * len(clients) / group.clients
+        self.connect_gap = int(1e9 / share) if share else 0
+        self.started: list[int] = []  # the clients connected once, by index
+        self.heap: list[tuple[int, int]] = []  # (intended send ns, client index)
+        self.order = 0  # an unthrottled client's turn
+        self.epoll = select.epoll()
+        self.fds: dict[int, int] = {}  # socket -> client index
+        self.registered = [-1] * len(clients)
+
+    # -- the clients' connections
+    def prepare(self) -> None:
+        """The first client connects before the run, as a thread's connection does: a broker
+        that cannot be reached fails the start."""
+        self.outage_counted = 0
+        self._open(0)
+
+    def _open(self, i: int) -> None:
+        client = self.clients[i]
+        began = now_ns()
+        client.transport.open()
+        try:
+            client.session()
+        except TransportError:
+            with contextlib.suppress(Exception):
+                client.transport.close()
+            raise
+        done = now_ns()
+        self.rec.connect.append((done - began) // 1000)
+        self.started.append(i)
+        self._watch(i)
+        schedule = client.schedule
+        if schedule is not None:
+            # It sends from when it connected, keeping its place (phase) in the group's
+            # schedule: what fell due before was never due.
+            schedule.start = max(done, int(self.control.timeline.start))
+            heapq.heappush(self.heap, (schedule.next_ns(), i))
+        else:
+            self.order += 1
+            heapq.heappush(self.heap, (self.order, i))
+
+    def _try_open(self, i: int) -> bool:
+        try:
+            self._open(i)
+            return True
+        except TransportError as exc:
+            self.rec.error("connect", exc)
+            return False
+
+    def _watch(self, i: int) -> None:
+        """Wait on the client's socket as it is now (a reconnect opens a new one)."""
+        transport = self.clients[i].transport
+        assert isinstance(transport, Multiplexed)
+        fd, old = transport.fileno(), self.registered[i]
+        if fd == old:
+            return
+        if old >= 0 and self.fds.get(old) == i:
+            del self.fds[old]
+            with contextlib.suppress(OSError):  # closed with its socket
+                self.epoll.unregister(old)
+        self.registered[i] = fd
+        if fd >= 0:
+            try:
+                self.epoll.register(fd, select.EPOLLIN)
+            except FileExistsError:  # the number of a socket closed without a word
+                self.epoll.modify(fd, select.EPOLLIN)
+            self.fds[fd] = i
+
+    def clients_up(self) -> int:
+        """Clients connected now."""
+        clients = self.clients
+        return sum(1 for i in self.started
+                   if clients[i].transport.outages.down_since is None)
+
+    # -- the loop
+    def work(self) -> None:
+        group, control = self.group, self.control
+        clients, heap = self.clients, self.heap
+        paced = self.clients[0].schedule is not None
+        framed = isinstance(clients[0].transport, FramedSends) and \
+            clients[0].correlation is None and not any(clients[0].property_sets)
+        loops = isinstance(clients[0].transport, ClientLoop)
+        persistent = group.persistent
+        offset = EPOCH_OFFSET_NS
+        # Not yet connected: (not before, index), in client order.
+        waiting = [(0, i) for i in range(len(clients)) if i not in self.started]
+        next_connect = now_ns()
+        tend_at, tend_from = next_connect + TEND_EVERY_NS // TEND_SLICES, 0
+        epoll_poll = self.epoll.poll
+        most_ns = int(MAX_SLEEP_S * 1e9)
+        while control.producing:
+            if self.pending and not self._apply_pending():
+                break
+            now = now_ns()
+            until = control.produce_until_ns
+            if now >= until:
+                self._unsent(until)
+                break
+            if now >= self.next_boundary and not (heap and heap[0][0] < self.next_boundary
+                                                  and paced):
+                self.flush(now)
+            if now >= tend_at:
+                tend_at = now + TEND_EVERY_NS // TEND_SLICES
+                tend_from = self._tend(tend_from)
+            if waiting and now >= next_connect and waiting[0][0] <= now:
+                # One connection a turn, then what fell due meanwhile: a client's sends
+                # do not wait for all the others to connect.
+                _, i = heapq.heappop(waiting)
+                if not self._try_open(i):
+                    heapq.heappush(waiting, (now + RETRY_NS, i))
+                # Behind the connect rate (slow handshakes), by at most a second's worth.
+                next_connect = max(next_connect + self.connect_gap, now - 1_000_000_000)
+                now = now_ns()
+            if heap and (not paced or heap[0][0] <= now):
+                intended, i = heap[0]
+                if not paced:
+                    intended = now
+                elif intended >= self.next_boundary:
+                    self.flush(intended)
+                client = clients[i]
+                outages = client.transport.outages
+                down = outages.down_since is not None
+                self._send(i, framed, persistent, intended, now, offset)
+                if loops:
+                    self._flush_client(client)
+                if down or outages.down_since is not None:
+                    self._watch(i)  # a new socket, or none
+
+                if paced:
+                    heapq.heapreplace(heap, (client.schedule.next_ns(), i))  # type: ignore[union-attr]
+                else:
+                    self.order += 1
+                    heapq.heapreplace(heap, (self.order, i))
+                    self._poll(epoll_poll, 0)
+                continue
+            due = min(heap[0][0] if heap else FAR, self.next_boundary, until, tend_at,
+                      max(next_connect, waiting[0][0]) if waiting else FAR, now + most_ns)
+            self._poll(epoll_poll, max(due - now, 0) / 1e9)
+
+    def _send(self, i: int, framed: bool, persistent: bool, intended: int, now: int,
+              offset: int) -> None:
+        client = self.clients[i]
+        rec, transport = self.rec, client.transport
+        seq = client.stream_position
+        body, crc = client.body, client.body_crc
+        if client.deck:
+            body, crc = client.deck[seq % len(client.deck)]
+        try:
+            if framed:
+                transport.send_frame(  # type: ignore[attr-defined]
+                    client.destination, plain_frame(self.heads[i], seq, intended + offset,
+                                                    now + offset, crc, body), seq)
+            else:
+                properties = client.property_sets[seq % len(client.property_sets)]
+                transport.send(client.destination, Message(
+                    body, client.producer_id, seq, intended + offset, now + offset, crc,
+                    properties, client.correlation, None, persistent))
+        except TransportError as exc:
+            client.stream_position = seq + 1
+            if exc.reported:  # in the transport's feedback: sent, as the role counts it
+                rec.sent += 1
+                rec.bytes += len(body)
+                client.call_failed(exc.kind or "send", exc)
+            else:
+                rec.error(exc.kind or "send", exc)
+                client.failed.append(seq)
+            if client.schedule is not None:
+                rec.delay.append((now_ns() - intended) // 1000)
+            return
+        done = now_ns()
+        client.stream_position = seq + 1
+        rec.service.append((done - now) // 1000)
+        if client.schedule is not None:
+            rec.delay.append((now - intended) // 1000)
+        rec.sent += 1
+        rec.bytes += len(body)
+
+    def _flush_client(self, client: Worker) -> None:
+        try:
+            client.transport.flush()  # type: ignore[attr-defined]
+        except TransportError as exc:
+            client.call_failed("flush", exc)
+
+    def _poll(self, poll: Callable[[float], list[tuple[int, int]]], timeout: float) -> None:
+        # In whole milliseconds: the sends due in one are made together after it, as a bare
+        # loop's are (a wait to the microsecond costs a wake-up a send).
+        events = poll(timeout)
+        clients, fds = self.clients, self.fds
+        for socket, _ in events:
+            i = fds.get(socket)
+            if i is None:
+                continue
+            transport = clients[i].transport
+            try:
+                transport.readable()  # type: ignore[attr-defined]
+            except TransportError as exc:
+                clients[i].call_failed("receive", exc)
+            if transport.outages.down_since is not None:
+                self._watch(i)  # lost: its socket is gone
+
+    def _tend(self, first: int) -> int:
+        """Tend the next slice of the connected clients; returns where the next slice
+        begins."""
+        started = self.started
+        if not started or not isinstance(self.clients[0].transport, ClientLoop):
+            return 0
+        size = -(-len(started) // TEND_SLICES)
+        first %= len(started)
+        for i in started[first:first + size]:
+            self._flush_client(self.clients[i])
+            self._watch(i)
+        return first + size
+
+    def _unsent(self, until: int) -> None:
+        """The sends each client had due before the stop and never made, counted as a late
+        thread's are (Worker.unsent)."""
+        for intended, i in self.heap:
+            client = self.clients[i]
+            if client.schedule is not None and intended < until:
+                client.unsent(intended, until)
+
+    def hold(self) -> None:
+        self._tend(0)
+        self._poll(self.epoll.poll, MAX_SLEEP_S)
+
+    def take_rate(self, rate: float | None, resumed: bool) -> None:
+        """Every client's schedule again from now, each in its place."""
+        first = self.clients[0].schedule
+        if first is None:
+            return
+        rate = first.rate if rate is None else rate
+        if rate != first.rate or resumed:
+            now = now_ns()
+            heap = []
+            for i in self.started:
+                schedule = self.clients[i].schedule
+                assert schedule is not None
+                schedule.retarget(now, rate)
+                heap.append((schedule.next_ns(), i))
+            heapq.heapify(heap)
+            self.heap[:] = heap
+
+    # -- what the thread reports
+    def take_outage(self) -> None:
+        clients = self.clients
+        for i in self.started:
+            clients[i].take_outage()
+
+    def kept(self) -> int:
+        return sum(client.kept() for client in self.clients)
+
+    def stream_end(self) -> dict[str, object] | None:
+        positions: dict[str, int] = {}
+        failed: dict[str, list[int]] = {}
+        doubt: dict[str, list[int]] = {}
+        for client in self.clients:
+            positions[client.producer_id] = client.stream_position
+            if client.failed:
+                failed[client.producer_id] = client.failed
+            if client.doubt:
+                doubt[client.producer_id] = client.doubt
+        return {"positions": positions, "failed": failed, "doubt": doubt}
+
+    def close(self) -> None:
+        clients = self.clients
+        try:
+            for i in self.started:
+                with contextlib.suppress(Exception):  # each client closes as it can
+                    clients[i].transport.close()
+        finally:
+            self.epoll.close()
