@@ -38,6 +38,7 @@ from harness.modules.interface.message import HEADER, Destination, Message, from
 from harness.modules.interface.optional import (
     Acknowledgements,
     Declarations,
+    Multiplexed,
     TemporaryQueues,
     Transactions,
 )
@@ -139,6 +140,13 @@ def _noop() -> None:
     pass
 
 
+def _poller_fd(conn: Any) -> int:
+    """The descriptor of the epoll a pika connection's IOLoop waits on; -1 without one.
+    pika has no public way to it: its IOLoop keeps the poller, and the poller its epoll."""
+    poll = getattr(getattr(conn.ioloop, "_poller", None), "_poll", None)
+    return poll.fileno() if poll is not None else -1
+
+
 class _Poller(EPollPoller):
     @staticmethod
     def _create_poller() -> MicrosecondEpoll:
@@ -161,11 +169,12 @@ BROKER_EXCHANGES = {"amq.direct": "direct", "amq.topic": "topic", "amq.fanout": 
 
 
 class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transactions,
-                    TemporaryQueues):
+                    TemporaryQueues, Multiplexed):
     name = "amqp"
     default_port = DEFAULT_PORT
     flavours = FLAVOURS
     protocols = ("0-9-1",)
+    files = 2  # the socket, and the epoll pika's loop waits on
     description = "AMQP 0-9-1 via pika (RabbitMQ's own protocol)"
     capabilities = _BASE
     Options = AmqpOptions
@@ -295,6 +304,24 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
             io.process_timeouts()
         finally:
             io.remove_timeout(timer)
+
+    # -- many clients on one thread (--clients): each connection's loop is turned where the
+    # worker's wait finds its poller readable (an epoll descriptor is, while one of its own
+    # is ready)
+    @classmethod
+    def multiplexes(cls, settings: Settings[Any]) -> bool:
+        return bool(settings.sends_only or settings.measures_only)
+
+    @classmethod
+    def multiplexed_roles(cls) -> str:
+        return "Sender, Publisher, Receiver and Subscriber"
+
+    def fileno(self) -> int:
+        return _poller_fd(self.conn) if self.conn is not None and self.connected else -1
+
+    def readable(self) -> None:
+        if self.conn is not None and self.connected and not self.dispatching:
+            self._turn(0)
 
     def _until(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout

@@ -93,11 +93,6 @@ class HttpTransport(Reconnecting, Transport, TemporaryQueues):
     settings: Settings[HttpOptions]
 
     @classmethod
-    def endpoint(cls, settings: Settings[Any]) -> str:
-        host, port = settings.address(cls.tls_port if settings.tls else cls.default_port)
-        return f"http@{host}:{port}"
-
-    @classmethod
     def plays(cls, role: Role) -> bool:
         return role.asks  # the server answers
 

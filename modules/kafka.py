@@ -154,20 +154,10 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
     default_port = DEFAULT_PORT
     description = "Kafka via confluent-kafka (librdkafka): topics, consumer groups"
     capabilities = CAPABILITIES
+    # Transactions are a producer's; a consumer reads what they committed.
+    producer_capabilities = Capability.TRANSACTIONS
     Options = KafkaOptions
     settings: Settings[KafkaOptions]
-
-    @classmethod
-    def endpoint(cls, settings: Settings[Any]) -> str:
-        host, port = settings.address(DEFAULT_PORT)
-        return f"kafka@{host}:{port}"
-
-    @classmethod
-    def capabilities_for(cls, settings: Settings[KafkaOptions]) -> Capability:
-        # Transactions are a producer's; a consumer reads what they committed.
-        if settings.sends_only:
-            return CAPABILITIES | Capability.TRANSACTIONS
-        return CAPABILITIES
 
     @classmethod
     def confirms(cls, settings: Settings[KafkaOptions]) -> bool:

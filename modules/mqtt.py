@@ -107,6 +107,7 @@ def _topic_problems(settings: Settings[Any]) -> list[str]:
 class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, TemporaryQueues):
     name = "mqtt"
     default_port = DEFAULT_PORT
+    binds = True
     flavours = tuple(FLAVOURS)
     protocols = ("3.1.1", "5")  # which a flavour speaks: FLAVOURS
     description = "MQTT 3.1.1/5 via paho-mqtt"
@@ -228,9 +229,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         try:
             if self.v5:
                 client.connect(host, port, options.keepalive, clean_start=self.clean,
-                               properties=properties)
+                               properties=properties, bind_address=s.source_address or "")
             else:
-                client.connect(host, port, options.keepalive)
+                client.connect(host, port, options.keepalive,
+                               bind_address=s.source_address or "")
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: "
                                  f"{getattr(exc, 'strerror', None) or exc}") from None
@@ -278,13 +280,28 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         sock = client.socket() if client is not None and self.driven else None
         return -1 if sock is None else sock.fileno()
 
+    @classmethod
+    def multiplexes(cls, settings: Any) -> bool:
+        return bool(settings.sends_only or settings.measures_only)
+
+    @classmethod
+    def multiplexed_roles(cls) -> str:
+        return "Sender, Publisher, Receiver and Subscriber"
+
     def multiplexed(self) -> None:
+        # Driven from the worker's thread, a consumer too: messages are handed over inside
+        # readable(), on that thread.
+        self.driven = True
+        self.inline = True
         self.reads_in_flush = False
 
     def readable(self) -> None:
         client = self.client
-        if client is not None and self.connected.is_set():
-            client.loop_read()  # a lost connection: paho's on_disconnect, then flush()
+        # A lost connection: paho's on_disconnect, then flush() reconnects. What reading
+        # queued (a subscriber's acknowledgements) goes out at once.
+        if client is not None and self.connected.is_set() and \
+                client.loop_read() == paho.MQTT_ERR_SUCCESS and client.want_write():
+            client.loop_write()
 
     def _reconnect(self, client: Any) -> None:
         """Connect again (at most every RECONNECT_EVERY_S); paho sends the QoS 1 and 2
@@ -360,7 +377,11 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 raise TransportError(f"subscribe to {topic} failed: "
                                      f"{paho.error_string(result)}")
             self.suback[mid] = (event, reasons)
-        if not event.wait(SUBSCRIBE_TIMEOUT_S):
+        if self.driven:  # no loop thread: turn the loop here until the SUBACK
+            deadline = time.monotonic() + SUBSCRIBE_TIMEOUT_S
+            while not event.is_set() and time.monotonic() < deadline:
+                _turn(self.client, 0.05)
+        if not event.wait(0 if self.driven else SUBSCRIBE_TIMEOUT_S):
             raise TransportError(f"subscribe to {topic}: no SUBACK")
         if any(getattr(r, "is_failure", False) for r in reasons):
             raise TransportError(f"subscribe to {topic} refused: {reasons[0]}")

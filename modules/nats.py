@@ -155,6 +155,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
     # nats-py's buffer fills).
     write_every = 256
     name = "nats"
+    files = 4  # the socket, and its own event loop's epoll and self-pipe
     default_port = DEFAULT_PORT
     description = "NATS via nats-py: core NATS and JetStream (--jetstream)"
     capabilities = CORE | JETSTREAM

@@ -90,20 +90,14 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
     default_port = DEFAULT_PORT
     description = "Redis via redis-py: pub/sub channels and Streams (consumer groups)"
     capabilities = CAPABILITIES
+    # MULTI/EXEC batches a producer's sends; a consumer's read cannot wait inside one.
+    producer_capabilities = Capability.TRANSACTIONS
     Options = RedisOptions
     settings: Settings[RedisOptions]
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
-        host, port = settings.address(DEFAULT_PORT)
-        return f"redis@{host}:{port}/{settings.options.database}"
-
-    @classmethod
-    def capabilities_for(cls, settings: Settings[RedisOptions]) -> Capability:
-        # MULTI/EXEC batches a producer's sends; a consumer's read cannot wait inside one.
-        if settings.sends_only:
-            return CAPABILITIES | Capability.TRANSACTIONS
-        return CAPABILITIES
+        return f"{super().endpoint(settings)}/{settings.options.database}"
 
     @classmethod
     def problems(cls, settings: Settings[RedisOptions]) -> list[tuple[str, str]]:

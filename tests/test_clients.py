@@ -3,11 +3,17 @@ stream and schedule; connections timed and paced."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import subprocess
+import time
+from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import only_run_dir, unique
+from tests.conftest import ROOT, env, harness_command, only_run_dir, unique
 
 
 def counters(result, group):  # type: ignore[no-untyped-def]
@@ -80,6 +86,11 @@ def test_clients_connect_at_the_connect_rate_and_send_once_connected(harness):
     (["-m", "loopback.Sender", "--connect-rate", "10"], "--connect-rate", "give --clients"),
     (["-m", "loopback.Sender", "--clients", "4", "-mg", "10"], "-mg", "not with --clients"),
     (["-m", "loopback.Sender", "--clients", "-3"], "--clients", ">= 0"),
+    (["-m", "loopback.Sender", "--idle"], "--idle", "give --clients"),
+    (["-m", "loopback.Sender", "--clients", "4", "--idle", "-rt", "1"], "--idle",
+     "send nothing"),
+    (["-m", "loopback.Sender", "--reconnect-every", "1"], "--reconnect-every",
+     "give --clients"),
 ])
 def test_clients_a_group_cannot_have_are_refused_in_one_line(harness, args, flag, says):
     result = harness("run", *args, "-d", "Q", "-rl", "1")
@@ -114,3 +125,228 @@ def test_two_thousand_mqtt_clients_each_publish_and_nothing_is_lost(harness, bro
     delivery = result.summary["delivery"][0]
     assert delivery["missing"] == delivery["duplicated"] == 0
     assert delivery["expected"] == delivery["received"] >= 4 * 2000
+
+
+@pytest.fixture
+def many_clients_mosquitto():
+    """The broker script's Mosquitto for many clients (port 1886: no connection limit, the
+    hard open-file limit), started as the script starts it; its pid."""
+    state = Path(os.environ.get("HARNESS_BROKERS_STATE", "/var/tmp/harness-brokers"))
+    with open(Path(os.environ.get("TMPDIR", "/tmp")) / "harness-brokers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start",
+                        "mosquitto-many"], check=True, timeout=300)
+    pid = int((state / "mosquitto-many.pid").read_text())
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    files = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+    assert int(files.split()[3]) >= 10_000, files  # the soft limit raised to the hard one
+    return pid
+
+
+def test_idle_clients_are_held_and_their_memory_is_said(harness, many_clients_mosquitto):
+    """3,000 clients that connect and only keep alive, against the many-clients Mosquitto
+    given by its pid: every one connected and held to the end, nothing sent, and the memory
+    each connection took in the client and in the broker in the summary, from the process
+    and broker records' readings."""
+    result = harness("run", "-m", "mqtt.Publisher", "-d", unique("idle"), "--port", "1886",
+                     "--clients", "3000", "-nt", "2", "--idle", "--connect-rate", "3000",
+                     "--broker-pid", str(many_clients_mosquitto), "-rl", "4", "-sw", "0",
+                     "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    rows = counters(result, "publisher")
+    assert [r["clients_up"] for r in rows][-2:] == [3000, 3000]
+    assert sum(r["sent"] for r in rows) == 0
+    assert sum(histogram_counts(result, "publisher.connect")) == 3000
+    memory = result.summary["memory"]
+    assert memory["connections"] == 3000
+    process = [r for r in result.records("process")]
+    broker = [r for r in result.records("broker")]
+    start = process[0]["rss_start"]
+    assert memory["client"]["start_bytes"] == start
+    assert memory["client"]["end_bytes"] == process[-1]["rss"] > start
+    assert memory["client"]["bytes_per_connection"] == \
+        pytest.approx((process[-1]["rss"] - start) / 3000)
+    # A client's connection (paho's client, its socket and buffers) costs kilobytes.
+    assert 1_000 < memory["client"]["bytes_per_connection"] < 200_000
+    assert memory["broker"]["start_bytes"] == broker[0]["rss_start"]
+    assert memory["broker"]["end_bytes"] == broker[-1]["rss"] > broker[0]["rss_start"]
+    assert "memory with 3,000 connections held: client" in result.stdout
+
+
+def test_churn_reconnects_every_client_and_loses_nothing_at_qos_1(harness, brokers):
+    """100 MQTT clients with persistent sessions, each reconnecting every second while it
+    publishes at QoS 1: every reconnection timed in the connect histogram, none counted as
+    an outage (the harness closed them), nothing lost or duplicated."""
+    d = unique("churn")
+    mosquitto = " ".join(brokers["mosquitto"]["mqtt"])
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "--qos", "1", "--no-clean",
+                     "--clients", "100", "--rate", "200", "--reconnect-every", "1",
+                     *brokers["mosquitto"]["mqtt"], "-g",
+                     f"-m mqtt.Subscriber -d {d} --qos 1 {mosquitto}", "-rl", "5", "-sw", "1",
+                     "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    connects = histogram_counts(result, "publisher.connect")
+    # The first connections, then each client about once a second from its second second.
+    assert 100 + 2 * 100 <= sum(connects) <= 100 + 5 * 100, connects
+    publisher = result.summary["groups"]["publisher"]
+    assert publisher["reconnects"] == publisher["outage_ms"] == publisher["errors"] == 0
+    subscriber = result.summary["groups"]["subscriber"]
+    assert subscriber["lost"] == subscriber["duplicated"] == 0
+    delivery = result.summary["delivery"][0]
+    assert delivery["missing"] == delivery["duplicated"] == 0
+
+
+def test_reconnect_after_n_messages_reconnects_each_client_at_its_nth(harness):
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "--clients", "10", "--rate",
+                     "100", "--reconnect-after", "5", "-g", "-m loopback.Receiver -d Q",
+                     "-rl", "3", "-sw", "0", "-ss", "1")
+    assert result.code == 0, result.stderr
+    sent = result.summary["groups"]["sender"]["sent"]
+    connects = sum(histogram_counts(result, "sender.connect"))
+    # Each client reconnects after its 5th, 10th ... message: sent // 5 in all, to within
+    # the one client a message apart that ends a multiple of 5 short.
+    assert 10 + (sent - 10 * 4) // 5 <= connects <= 10 + sent // 5, (sent, connects)
+    assert result.summary["delivery"][0]["missing"] == 0
+
+
+def test_clients_connect_from_the_source_addresses_in_turn(brokers, tmp_path):
+    """30 MQTT clients over three loopback source addresses: the broker's side of every
+    connection comes from them, ten from each."""
+    topic = unique("sources")
+    run = subprocess.Popen(
+        harness_command("run", "-m", "mqtt.Publisher", "-d", topic, "--clients", "30",
+                        "--rate", "30", "--source-addresses", "127.0.0.2-127.0.0.4",
+                        *brokers["mosquitto"]["mqtt"], "-rl", "4", "-sw", "0", "-o",
+                        str(tmp_path / "runs")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    seen: set[str] = set()
+    try:
+        deadline = time.monotonic() + 30
+        while run.poll() is None and time.monotonic() < deadline:
+            listing = subprocess.run(["ss", "-Htn", "state", "established",
+                                      "( dport = :1883 )"], capture_output=True, text=True,
+                                     check=True).stdout
+            seen |= {line.split()[-2] for line in listing.splitlines()
+                     if line.split()[-2].startswith("127.0.0.") and
+                     not line.split()[-2].startswith("127.0.0.1:")}
+            time.sleep(0.2)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    by_address = Counter(local.rpartition(":")[0] for local in seen)
+    assert by_address == {"127.0.0.2": 10, "127.0.0.3": 10, "127.0.0.4": 10}
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["-m", "stomp.Sender", "--source-addresses", "127.0.0.2"], "connects from the address"),
+    (["-m", "mqtt.Sender", "--source-addresses", "127.0.0.9-127.0.0.2"], "lower address"),
+    (["-m", "mqtt.Sender", "--source-addresses", "127.0.0.x"], "127.0.0.x"),
+])
+def test_source_addresses_a_group_cannot_use_are_refused(harness, args, says):
+    result = harness("run", *args, "-d", "Q", "-rl", "1")
+    assert result.code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--source-addresses" in lines[0] and says in lines[0], \
+        result.stderr
+
+
+def test_clients_are_per_process_and_each_process_counts_its_own(harness):
+    """--clients 5 in 2 processes: ten clients, five in each, each process's counters say
+    its own, and the group's rate is split over all ten."""
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "--clients", "5",
+                     "--processes", "2", "--rate", "100", "-g",
+                     "-m loopback.Receiver -d Q --processes 2",
+                     "-rl", "3", "-sw", "0", "-ss", "1")
+    assert result.code == 0, result.stderr
+    rows = counters(result, "sender")
+    assert {r["process"] for r in rows} == {0, 1}
+    assert {(r["clients"], r["clients_up"]) for r in rows} == {(5, 5)}
+    assert result.summary["groups"]["sender"]["rate"] == pytest.approx(100, rel=0.02)
+    assert sum(histogram_counts(result, "sender.connect")) == 10
+    assert result.summary["memory"]["connections"] == 10
+    assert result.summary["delivery"][0]["missing"] == 0
+
+
+def test_mqtt_subscriber_clients_each_receive_every_message(harness, brokers):
+    """50 subscribers on two threads, each a client of its own subscribed before the run
+    (connect and subscribe timed apart): each sees every message, in order, once."""
+    d = unique("subscribers")
+    mosquitto = " ".join(brokers["mosquitto"]["mqtt"])
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "--qos", "1", "-rt", "20",
+                     *brokers["mosquitto"]["mqtt"], "-g",
+                     f"-m mqtt.Subscriber -d {d} --qos 1 --clients 50 -nt 2 --connect-rate "
+                     f"500 {mosquitto}", "-rl", "4", "-sw", "1", "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    assert sum(histogram_counts(result, "subscriber.connect")) == 50
+    assert sum(histogram_counts(result, "subscriber.subscribe")) == 50
+    assert {r["clients_up"] for r in counters(result, "subscriber")} == {50}
+    publisher = result.summary["groups"]["publisher"]
+    subscriber = result.summary["groups"]["subscriber"]
+    # In the measured span, to within the last messages, received after its end.
+    assert subscriber["received"] == pytest.approx(50 * publisher["sent"], rel=0.05)
+    assert subscriber["lost"] == subscriber["duplicated"] == subscriber["reordered"] == 0
+    delivery = result.summary["delivery"][0]
+    assert delivery["expected"] == delivery["received"] == 50 * (20 * 4)
+    assert delivery["missing"] == delivery["duplicated"] == 0
+
+
+def test_mqtt_receiver_clients_share_a_queue_and_receive_each_message_once(harness, brokers):
+    d = unique("receivers")
+    mosquitto = " ".join(brokers["mosquitto"]["mqtt"])
+    result = harness("run", "-m", "mqtt.Sender", "-d", d, "--qos", "1", "--rate", "300",
+                     *brokers["mosquitto"]["mqtt"], "-g",
+                     f"-m mqtt.Receiver -d {d} --qos 1 --clients 20 {mosquitto}", "-rl", "3",
+                     "-sw", "0", "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    receiver = result.summary["groups"]["receiver"]
+    assert receiver["received"] == result.summary["groups"]["sender"]["sent"] == 900
+    delivery = result.summary["delivery"][0]
+    assert delivery["missing"] == delivery["duplicated"] == 0
+
+
+def test_subscriber_churn_with_persistent_sessions_loses_nothing(harness, brokers):
+    """20 subscriber clients with persistent sessions, each reconnecting twice a second
+    while a publisher sends at QoS 1: what Mosquitto queued for a session while its client
+    was away is delivered once when it is back, and the delivery check finds nothing missing
+    and nothing twice."""
+    d = unique("subchurn")
+    mosquitto = " ".join(brokers["mosquitto"]["mqtt"])
+    result = harness("run", "-m", "mqtt.Publisher", "-d", d, "--qos", "1", "-rt", "100",
+                     *brokers["mosquitto"]["mqtt"], "-g",
+                     f"-m mqtt.Subscriber -d {d} --qos 1 --no-clean --clients 20 "
+                     f"--reconnect-every 0.5 {mosquitto}", "-rl", "4", "-sw", "1", "-ss", "1",
+                     timeout=120)
+    assert result.code == 0, result.stderr
+    assert sum(histogram_counts(result, "subscriber.connect")) >= 20 + 20 * 4
+    subscriber = result.summary["groups"]["subscriber"]
+    assert subscriber["lost"] == subscriber["duplicated"] == subscriber["errors"] == 0
+    delivery = result.summary["delivery"][0]
+    assert delivery["expected"] == delivery["received"] == 20 * 100 * 4
+    assert delivery["missing"] == delivery["duplicated"] == 0
+
+
+def test_amqp_clients_send_compete_and_subscribe(harness, brokers):
+    """AMQP 0-9-1 on RabbitMQ: 50 sender clients on a queue shared by 20 receiver clients,
+    and 10 subscriber clients of a topic: every connection its own, every message
+    delivered once to the queue and once to each subscriber."""
+    queue, topic = unique("q.clients"), unique("t.clients")
+    rabbit = " ".join(brokers["rabbitmq"]["amqp"])
+    result = harness("run", "-m", "amqp.Sender", "-d", queue, "--clients", "50", "--rate",
+                     "200", *brokers["rabbitmq"]["amqp"],
+                     "-g", f"-m amqp.Receiver -d {queue} --clients 20 {rabbit}",
+                     "-g", f"-m amqp.Publisher -d {topic} -rt 50 {rabbit}",
+                     "-g", f"-m amqp.Subscriber -d {topic} --clients 10 {rabbit}",
+                     "-rl", "3", "-sw", "1", "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    assert sum(histogram_counts(result, "sender.connect")) == 50
+    assert sum(histogram_counts(result, "receiver.subscribe")) == 20
+    assert sum(histogram_counts(result, "subscriber.subscribe")) == 10
+    delivery = {d["destination"]: d for d in result.summary["delivery"]}
+    # Each sender client sends from when it connected (RabbitMQ takes milliseconds each).
+    assert delivery[f"amqp:queue:{queue}"]["expected"] == \
+        delivery[f"amqp:queue:{queue}"]["received"] >= 500
+    assert delivery[f"amqp:topic:{topic}"]["expected"] == \
+        delivery[f"amqp:topic:{topic}"]["received"] == 10 * 150
+    for point in delivery.values():
+        assert point["missing"] == point["duplicated"] == 0

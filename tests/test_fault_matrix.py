@@ -45,6 +45,7 @@ class Case:
     durable: bool = False
     # A Requestor waits for each reply: on two busy cores its round trip bounds its rate.
     rate: int = RATE
+    clients: int = 0  # the producer's --clients: the rate is then the group's (--rate)
 
     @property
     def role(self) -> str:
@@ -58,7 +59,9 @@ class Case:
         else:
             destination = f"fault.{uuid.uuid4().hex[:10]}"
         at = f"-d {destination} --port {port}"
-        out = [*f"{self.producer} {at} -rt {self.rate}".split()]
+        pace = f"--clients {self.clients} --rate {self.rate}" if self.clients else \
+            f"-rt {self.rate}"
+        out = [*f"{self.producer} {at} {pace}".split()]
         if self.consumer:
             out += ["-g", f"{self.consumer} {at}"]
         return out
@@ -201,7 +204,10 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
     # Mosquitto keeps a persistent session's messages on disk only at its autosave or
     # shutdown: a crash may lose them, so the path is not durable here.
     (Mosquitto, [Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
-                      "-m mqtt.Subscriber --qos 1 --no-clean")]),
+                      "-m mqtt.Subscriber --qos 1 --no-clean"),
+                 # Many clients a thread: each reconnects on its own.
+                 Case("mqtt clients on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
+                      "-m mqtt.Subscriber --qos 1 --no-clean --clients 5", clients=50)]),
     (Nginx, [Case("http on nginx", "http", "-m http.Requestor --method GET", rate=50)]),
     # Tansu keeps messages in memory only: a crash loses what it held, so the path is not
     # durable here; what it lost is counted lost. (No cut: a Kafka client reaches the broker
@@ -279,6 +285,8 @@ CUTS = [
     # A persistent session: Mosquitto keeps the subscriber's QoS 1 messages while it is away.
     Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
          "-m mqtt.Subscriber --qos 1 --no-clean", durable=True),
+    Case("mqtt clients on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
+         "-m mqtt.Subscriber --qos 1 --no-clean --clients 5", durable=True, clients=50),
     Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
     Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
     Case("stomp transacted on ActiveMQ", "stomp-activemq", *STOMP_AMQ_TX, durable=True),

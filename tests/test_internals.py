@@ -64,3 +64,15 @@ def test_asyncio_lets_a_thread_enter_a_loop_by_hand() -> None:
     # modules/kit/turned.py enters a loop without run_forever().
     assert callable(asyncio.events._set_running_loop)
     assert callable(asyncio.events._get_running_loop)
+
+
+def test_pika_ioloop_keeps_its_poller_and_the_poller_its_epoll() -> None:
+    # modules/amqp.py _poller_fd: many AMQP clients on one thread (--clients) wait on each
+    # connection's epoll descriptor.
+    from pika.adapters import select_connection
+
+    assert "self._poller" in inspect.getsource(select_connection.IOLoop.__init__), \
+        "pika's IOLoop no longer keeps _poller (modules/amqp.py _poller_fd)"
+    assert "self._poll = self._create_poller()" in inspect.getsource(
+        select_connection.PollPoller), \
+        "pika's poller no longer keeps its epoll in _poll (modules/amqp.py _poller_fd)"

@@ -42,3 +42,19 @@ def test_the_soft_limit_is_raised_to_the_hard_one(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "Too many open files" not in done.stderr
     assert f"127.0.0.1:{port}" in done.stderr and "cannot" in done.stderr, done.stderr
+
+
+def test_clients_count_the_files_their_transport_holds_for_each(tmp_path):
+    # An AMQP connection holds its socket and the epoll pika's loop waits on: 2,500 clients
+    # need 5,000 files and are refused; as many MQTT clients need one each.
+    done = limited("-m", "amqp.Sender", "-d", "q", "--clients", "2500", "-rl", "1",
+                   cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("harness: error: --clients: sender: 2,500 connections of 2 open "
+                           "files each in one process, and a process may have 4,096"), line
+    port = free_port()
+    done = limited("-m", "mqtt.Sender", "-d", "q", "--clients", "2500", "-rl", "1", "--port",
+                   str(port), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # past the check: no broker on that port
+    assert f"127.0.0.1:{port}" in done.stderr, done.stderr

@@ -3,6 +3,7 @@
 # on 127.0.0.1 only, with this port plan:
 #
 #   Mosquitto 2.0   MQTT 1883
+#                   and, only when named (mosquitto-many), 1886 for many clients
 #   ActiveMQ 5.17   OpenWire 61616, STOMP 61613, MQTT 1884
 #   RabbitMQ 3.10   AMQP 0-9-1 and AMQP 1.0 5672, STOMP 61614, MQTT 1885
 #   NATS 2.9        4222, with JetStream (file storage in $HARNESS_NATS_STORE)
@@ -11,6 +12,7 @@
 #                   /echo answers with the request's body
 #
 # usage: brokers.sh start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx]
+#        ... [mosquitto-many]: a Mosquitto of its own for many clients on 1886, only when named
 #        HARNESS_RABBITMQ_MANAGEMENT=1 also enables RabbitMQ's management plugin (127.0.0.1:15672)
 #        (default: all of them; restart is for fault tests: it restarts whoever started the broker)
 #
@@ -64,6 +66,30 @@ CONF
     as_root mosquitto -c "$STATE/mosquitto.conf" -d
     wait_ports 15 1883
     say "mosquitto: started on 1883"
+}
+
+# A Mosquitto of its own for runs of many clients (--clients), never started by default: no
+# connection limit, and the hard open-file limit as its own (each connection is one), on its
+# own port, so that the shared one above stays as it is.
+MANY_PORT=1886
+mosquitto_many_start() {
+    if port_up $MANY_PORT; then say "mosquitto-many: already up on $MANY_PORT"; return; fi
+    ensure_packages mosquitto
+    cat > "$STATE/mosquitto-many.conf" <<CONF
+listener $MANY_PORT 127.0.0.1
+allow_anonymous true
+max_connections -1
+max_queued_messages 10000
+pid_file $STATE/mosquitto-many.pid
+persistence false
+CONF
+    chmod 644 "$STATE/mosquitto-many.conf"
+    if id mosquitto >/dev/null 2>&1; then
+        as_root install -o mosquitto -m 644 /dev/null "$STATE/mosquitto-many.pid"
+    fi
+    as_root bash -c "ulimit -n \$(ulimit -Hn) && exec mosquitto -c '$STATE/mosquitto-many.conf' -d"
+    wait_ports 15 $MANY_PORT
+    say "mosquitto-many: started on $MANY_PORT (max_connections -1, $(as_root bash -c 'ulimit -Hn') open files)"
 }
 
 # --- ActiveMQ ------------------------------------------------------------------------------
@@ -358,7 +384,7 @@ stop_one() {
                 as_root rabbitmqctl -q stop >/dev/null 2>&1 || true
                 rm -f "$STATE/rabbitmq.started"; say "rabbitmq: stopped"
             else say "rabbitmq: not started by this script; left alone"; fi ;;
-        nats|redis|nginx|prometheus|pushgateway|kafka)
+        nats|redis|nginx|prometheus|pushgateway|kafka|mosquitto-many)
             if [ -f "$STATE/$1.pid" ]; then
                 as_root kill "$(cat "$STATE/$1.pid")" 2>/dev/null || true
                 rm -f "$STATE/$1.pid"; say "$1: stopped"
@@ -394,7 +420,8 @@ status() {
     for entry in "mosquitto mqtt 1883" "activemq openwire 61616" "activemq stomp 61613" \
                  "activemq mqtt 1884" "rabbitmq amqp0-9-1 5672" "rabbitmq stomp 61614" \
                  "rabbitmq mqtt 1885" "nats nats 4222" "redis redis 6379" "nginx http 8090" \
-                 "prometheus http 9090" "pushgateway http 9091" "kafka kafka 9092"; do
+                 "prometheus http 9090" "pushgateway http 9091" "kafka kafka 9092" \
+                 "mosquitto-many mqtt $MANY_PORT"; do
         set -- $entry
         if port_up "$3"; then line=up; else line=down; fi
         printf '%-10s %-9s 127.0.0.1:%-6s %s\n' "$1" "$2" "$3" "$line"
@@ -409,9 +436,9 @@ status() {
 command=${1:-status}; shift || true
 brokers=("$@"); [ ${#brokers[@]} -eq 0 ] && brokers=(mosquitto activemq rabbitmq nats redis nginx kafka prometheus)
 case $command in
-    start) for b in "${brokers[@]}"; do "${b}_start"; done ;;
+    start) for b in "${brokers[@]}"; do "${b//-/_}_start"; done ;;
     stop) for b in "${brokers[@]}"; do stop_one "$b"; done ;;
     restart) for b in "${brokers[@]}"; do restart_one "$b"; done ;;
     status) status ;;
-    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx] [kafka] [prometheus]" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|restart|status [mosquitto] [activemq] [rabbitmq] [nats] [redis] [nginx] [kafka] [prometheus] [mosquitto-many]" >&2; exit 2 ;;
 esac

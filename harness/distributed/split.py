@@ -39,12 +39,13 @@ def given_lines(run: RunSpec, nodes: int) -> list[str]:
     lines = []
     for group, given in zip(run.groups, node_spec(run, nodes, run.node, "").groups,
                             strict=True):
-        threads = given.threads * given.processes
+        threads = given.streams * given.processes
+        each = "clients" if given.clients else "threads"
         rate = given.per_thread_rate
         pace = "unthrottled"
         if rate:
             split = f"; --rate {group.rate:,.1f} / {nodes} nodes" if group.rate else ""
-            pace = f"{rate * threads:,.1f}/s ({rate:g}/s x {threads} threads{split})"
+            pace = f"{rate * threads:,.1f}/s ({rate:g}/s x {threads} {each}{split})"
         count = f", {given.messages} messages per thread" if given.messages else ""
-        lines.append(f"  {group.name}: each node {threads} threads, {pace}{count}")
+        lines.append(f"  {group.name}: each node {threads} {each}, {pace}{count}")
     return lines

@@ -85,6 +85,18 @@ def _settle_garbage() -> None:
     gc.freeze()
 
 
+def resident() -> int:
+    """This process's resident memory, bytes (0 where it cannot be read)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def message_body(group: GroupSpec) -> bytes:
     if group.body_file:
         with open(group.body_file, "rb") as f:
@@ -157,6 +169,7 @@ class Cell:
         self.bodies: dict[int, bytes] = {}
         self.thread_counts: dict[int, int] = {}
         self.floor = FloorProbe()
+        self.rss_start = 0
         self.checked = {key: point.checked for key, point in endpoints(self.run).items()}
 
     def _new_worker(self, g: int) -> Worker:
@@ -190,6 +203,7 @@ class Cell:
     def prepare(self) -> None:
         """Create, connect and subscribe every worker; raises StartFailure if one cannot."""
         run = self.run
+        self.rss_start = resident()
         keep_freed_memory()
         if run.switch_interval:
             sys.setswitchinterval(run.switch_interval)
@@ -388,9 +402,9 @@ class Cell:
         outbox = self.outbox
         while outbox:
             (group, thread), interval, sample = outbox.popleft()
-            if sample.streams is not None:
-                self.streams.append(StreamEnd(group, thread, self.plan.process_index,
-                                              **sample.streams))
+            ends = sample.streams
+            for end in ends if isinstance(ends, list) else [] if ends is None else [ends]:
+                self.streams.append(StreamEnd(group, thread, self.plan.process_index, **end))
             # A hand-off for an interval already reported goes to the earliest open one.
             interval = max(interval, index)
             slot = pending.get(interval)
@@ -447,6 +461,9 @@ class Cell:
         if end_ns is not None:
             report.streams = self.streams
             report.floor = self.floor.stop()
+        report.rss = resident()
+        if index == 0:
+            report.rss_start = self.rss_start
         shares = cpu_shares(self._cpu_spent_us(used), {
             g: role_count(self.run.groups[g].role, data.counters[g])
             for g in self.plan.group_indexes})

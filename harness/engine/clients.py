@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import heapq
 import select
+import time
 from collections.abc import Callable
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
+from harness.engine.roles import Consumer
 from harness.engine.worker import MAX_SLEEP_S, Worker, WorkerSetup
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Message, plain_frame
@@ -41,11 +43,19 @@ class Clients(Worker):
         super().__init__(setup)
         self.clients = clients
         self.heads = [client.producer_id.encode() for client in clients]
+        self.consumes = self.role.consumes
         for client in clients:
             client.rec = self.rec  # one buffer for the thread, one hand-off an interval
             client.outage_counted = 0
             assert isinstance(client.transport, Multiplexed)
             client.transport.multiplexed()
+            if isinstance(client, Consumer):
+                client.ready()
+                # This thread ends the intervals: it settles every client's arrivals first.
+                client.next_boundary = FAR
+                for checks in (client.tracker, client.seen):
+                    if checks is not None:
+                        checks.rec = self.rec
         group = self.group
         # This thread's share of its process's connection rate.
         share = group.connect_rate * len(clients) / group.clients
@@ -53,6 +63,11 @@ class Clients(Worker):
         self.started: list[int] = []  # the clients connected once, by index
         self.heap: list[tuple[int, int]] = []  # (intended send ns, client index)
         self.order = 0  # an unthrottled client's turn
+        # Churn: (when, client index) of each client's next reconnection, and the clients
+        # whose reconnection failed (closed until a retry).
+        self.churn_ns = int(group.reconnect_every * 1e9)
+        self.churn: list[tuple[int, int]] = []
+        self.closed: set[int] = set()
         self.epoll = select.epoll()
         self.fds: dict[int, int] = {}  # socket -> client index
         self.registered = [-1] * len(clients)
@@ -60,25 +75,60 @@ class Clients(Worker):
     # -- the clients' connections
     def prepare(self) -> None:
         """The first client connects before the run, as a thread's connection does: a broker
-        that cannot be reached fails the start."""
+        that cannot be reached fails the start. A consumer's clients all subscribe before
+        the run, at the connect rate, as consumer threads do: one that joined later would
+        find the streams begun and count their heads lost."""
         self.outage_counted = 0
-        self._open(0)
+        first = now_ns()
+        for i in range(len(self.clients) if self.consumes else 1):
+            if self.connect_gap:
+                wait_ns = first + i * self.connect_gap - now_ns()
+                if wait_ns > 0:
+                    time.sleep(wait_ns / 1e9)
+            self._connect(i)
+            self.started.append(i)  # it sends from the start of the run (work)
 
-    def _open(self, i: int) -> None:
-        client = self.clients[i]
+    def _connect(self, i: int) -> int:
+        """Open client i's connection, timed into the connect histogram; returns when it was
+        up (monotonic ns), or raises TransportError."""
+        client, rec = self.clients[i], self.rec
         began = now_ns()
         client.transport.open()
+        up = now_ns()
+        rec.connect.append((up - began) // 1000)
         try:
-            client.session()
+            if isinstance(client, Consumer):
+                assert client.pusher is not None  # a Multiplexed consumer pushes
+                client.pusher.deliver(*client.sinks())
+                client.session()  # its subscription, timed apart
+                up, done = now_ns(), up
+                rec.subscribe.append((up - done) // 1000)
+            else:
+                client.session()
         except TransportError:
             with contextlib.suppress(Exception):
                 client.transport.close()
             raise
-        done = now_ns()
-        self.rec.connect.append((done - began) // 1000)
-        self.started.append(i)
         self._watch(i)
+        return up
+
+    def _open(self, i: int) -> None:
+        """Client i's first connection; it sends from then on."""
+        done = self._connect(i)
+        self.started.append(i)
+        self._begin(i, done)
+
+    def _begin(self, i: int, done: int) -> None:
+        """Client i connected at done: its sends and its churn from then on."""
+        client = self.clients[i]
+        if self.churn_ns:
+            # The first churn one to two periods after it connected, spread over the
+            # clients, so that they do not all reconnect at once.
+            heapq.heappush(self.churn, (done + self.churn_ns + self.churn_ns * i //
+                                        len(self.clients), i))
         schedule = client.schedule
+        if self.group.idle or self.consumes:
+            return  # kept alive by _tend, nothing to send
         if schedule is not None:
             # It sends from when it connected, keeping its place (phase) in the group's
             # schedule: what fell due before was never due.
@@ -87,6 +137,22 @@ class Clients(Worker):
         else:
             self.order += 1
             heapq.heappush(self.heap, (self.order, i))
+
+    def _reopen(self, i: int) -> None:
+        """Churn (--reconnect-every, --reconnect-after): close client i's connection and open
+        a new one, timed as its first was; where that fails it is closed until a retry."""
+        transport = self.clients[i].transport
+        if i not in self.closed:
+            with contextlib.suppress(Exception):  # what closing says is of no account
+                transport.close()
+            self._watch(i)
+        try:
+            self._connect(i)
+            self.closed.discard(i)
+        except TransportError as exc:
+            self.rec.error("connect", exc)
+            self.closed.add(i)
+            heapq.heappush(self.churn, (now_ns() + RETRY_NS, i))
 
     def _try_open(self, i: int) -> bool:
         try:
@@ -130,18 +196,22 @@ class Clients(Worker):
             clients[0].correlation is None and not any(clients[0].property_sets)
         loops = isinstance(clients[0].transport, ClientLoop)
         persistent = group.persistent
+        after = group.reconnect_after
         offset = EPOCH_OFFSET_NS
         # Not yet connected: (not before, index), in client order.
         waiting = [(0, i) for i in range(len(clients)) if i not in self.started]
         next_connect = now_ns()
+        for i in self.started:  # connected before the run
+            self._begin(i, next_connect)
         tend_at, tend_from = next_connect + TEND_EVERY_NS // TEND_SLICES, 0
         epoll_poll = self.epoll.poll
         most_ns = int(MAX_SLEEP_S * 1e9)
-        while control.producing:
+        consumes = self.consumes
+        while control.consuming if consumes else control.producing:
             if self.pending and not self._apply_pending():
                 break
             now = now_ns()
-            until = control.produce_until_ns
+            until = FAR if consumes else control.produce_until_ns
             if now >= until:
                 self._unsent(until)
                 break
@@ -160,6 +230,12 @@ class Clients(Worker):
                 # Behind the connect rate (slow handshakes), by at most a second's worth.
                 next_connect = max(next_connect + self.connect_gap, now - 1_000_000_000)
                 now = now_ns()
+            churn = self.churn
+            if churn and churn[0][0] <= now:
+                _, i = churn[0]
+                heapq.heapreplace(churn, (now + self.churn_ns, i))
+                self._reopen(i)
+                now = now_ns()
             if heap and (not paced or heap[0][0] <= now):
                 intended, i = heap[0]
                 if not paced:
@@ -170,10 +246,12 @@ class Clients(Worker):
                 outages = client.transport.outages
                 down = outages.down_since is not None
                 self._send(i, framed, persistent, intended, now, offset)
-                if loops:
+                if loops and i not in self.closed:
                     self._flush_client(client)
                 if down or outages.down_since is not None:
                     self._watch(i)  # a new socket, or none
+                if after and client.stream_position % after == 0:
+                    self._reopen(i)
 
                 if paced:
                     heapq.heapreplace(heap, (client.schedule.next_ns(), i))  # type: ignore[union-attr]
@@ -183,14 +261,27 @@ class Clients(Worker):
                     self._poll(epoll_poll, 0)
                 continue
             due = min(heap[0][0] if heap else FAR, self.next_boundary, until, tend_at,
-                      max(next_connect, waiting[0][0]) if waiting else FAR, now + most_ns)
+                      max(next_connect, waiting[0][0]) if waiting else FAR,
+                      churn[0][0] if churn else FAR, now + most_ns)
+            if consumes and control.draining and not self.setup.checked and \
+                    now - max(c.last for c in clients) >= control.drain_idle_ns:  # type: ignore[attr-defined]
+                break  # nothing came for a while in the drain
             self._poll(epoll_poll, max(due - now, 0) / 1e9)
+        if consumes:
+            for client in clients:
+                client.done = True  # type: ignore[attr-defined]
+            self._settle()
 
     def _send(self, i: int, framed: bool, persistent: bool, intended: int, now: int,
               offset: int) -> None:
         client = self.clients[i]
         rec, transport = self.rec, client.transport
         seq = client.stream_position
+        if i in self.closed:  # its reconnection failed: a send that cannot be made
+            client.stream_position = seq + 1
+            rec.error("send", "not connected: its reconnection failed")
+            client.failed.append(seq)
+            return
         body, crc = client.body, client.body_crc
         if client.deck:
             body, crc = client.deck[seq % len(client.deck)]
@@ -256,8 +347,9 @@ class Clients(Worker):
         size = -(-len(started) // TEND_SLICES)
         first %= len(started)
         for i in started[first:first + size]:
-            self._flush_client(self.clients[i])
-            self._watch(i)
+            if i not in self.closed:
+                self._flush_client(self.clients[i])
+                self._watch(i)
         return first + size
 
     def _unsent(self, until: int) -> None:
@@ -290,6 +382,25 @@ class Clients(Worker):
             self.heap[:] = heap
 
     # -- what the thread reports
+    def _settle(self) -> None:
+        """Measure what every client took in since its last settle (Consumer.settle)."""
+        for client in self.clients:
+            if client.arrivals:  # type: ignore[attr-defined]
+                client.settle()  # type: ignore[attr-defined]
+
+    def flush(self, at: int) -> None:
+        if self.consumes:
+            self._settle()
+            for client in self.clients:
+                if client.tracker is not None:
+                    client.tracker.expire(at)
+        super().flush(at)
+
+    @property
+    def count(self) -> int:
+        """A consumer's messages received (the cell's balance)."""
+        return sum(getattr(client, "count", 0) for client in self.clients)
+
     def take_outage(self) -> None:
         clients = self.clients
         for i in self.started:
@@ -298,7 +409,15 @@ class Clients(Worker):
     def kept(self) -> int:
         return sum(client.kept() for client in self.clients)
 
-    def stream_end(self) -> dict[str, object] | None:
+    def stream_end(self) -> dict[str, object] | list[dict[str, object]] | None:
+        if self.consumes:  # each client a consumer of its own
+            ends = []
+            for client in self.clients:
+                if client.tracker is not None:
+                    client.tracker.finish()
+                if (end := client.stream_end()) is not None:
+                    ends.append(end)
+            return ends
         positions: dict[str, int] = {}
         failed: dict[str, list[int]] = {}
         doubt: dict[str, list[int]] = {}

@@ -10,6 +10,7 @@ import contextlib
 import resource
 
 from harness.errors import BadInput
+from harness.modules import transport_class
 from harness.spec.run import RunSpec
 
 # Files a process holds besides its workers' connections: the interpreter's, the run
@@ -38,10 +39,12 @@ def check(run: RunSpec) -> None:
     for group in run.groups:
         if group.embedded:
             continue
-        needed = group.streams + RESERVE
+        files = transport_class(group.transport).files
+        needed = group.streams * files + RESERVE
         if needed > limit:
             flag, what = ("--clients", "clients") if group.clients else ("-nt", "threads")
-            raise BadInput(flag, f"{group.name}: {group.streams:,} connections in one "
+            each = f" of {files} open files each" if files > 1 else ""
+            raise BadInput(flag, f"{group.name}: {group.streams:,} connections{each} in one "
                            f"process, and a process may have {limit:,} open files here "
                            f"({RESERVE} of them kept for the harness's own; RLIMIT_NOFILE, "
                            f"`ulimit -Hn`): spread the {what} over --processes (or nodes)")

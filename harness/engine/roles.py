@@ -148,6 +148,11 @@ class Consumer(Worker):
     time instead of cold after every wake-up."""
 
     def prepare(self) -> None:
+        self.ready()
+        super().prepare()  # connects and subscribes
+
+    def ready(self) -> None:
+        """What measuring needs, before the connection is made."""
         self.count = 0
         self.last = now_ns()
         self.done = False
@@ -156,7 +161,6 @@ class Consumer(Worker):
         self.expected = self.tracker.expected if self.tracker is not None else None
         self.handles = type(self).handle is not Consumer.handle
         self.commit_every = self.group.commit_count if self.group.transacted else 0
-        super().prepare()  # connects and subscribes
         # The optional parts this consumer uses, asked once.
         t = self.transport
         self.acker = t if isinstance(t, Acknowledgements) and t.acknowledges() else None

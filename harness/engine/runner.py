@@ -175,6 +175,14 @@ class LiveControls(ABC):
         except psutil.Error:
             return None
 
+    def _broker_rss(self) -> int:
+        if self.broker is None:
+            return 0
+        try:
+            return int(self.broker.memory_info().rss)
+        except psutil.Error:
+            return 0
+
     @abstractmethod
     def _pause(self, paused: bool) -> None:
         """Pause (or resume) every producer."""
@@ -288,6 +296,7 @@ class Controller(LiveControls):
             for g in run.groups if ROLES[g.role].consumes)
         self.stats = RunStats(run, self.metrics)
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
+        self.broker_rss_start = self._broker_rss()  # before the run's clients connect
         self.manifest: dict[str, Any] = {
             "schema": SCHEMA_VERSION, "run_id": self.run_id, "name": run.name,
             "node": run.node, "host": host_facts(), "options": scrub(run.to_dict()),
@@ -559,11 +568,16 @@ class Controller(LiveControls):
             start = min(r.start_ns for r in given) / 1e9
             broker_cpu = self._broker_cpu()
             machine_cpu = psutil.cpu_percent(None)
-            view = self.stats.merge(index, start - self.start_s, given, broker_cpu,
-                                    machine_cpu)
             broker = None if broker_cpu is None or self.run.broker_pid is None else \
                 (self.run.broker_pid, broker_cpu)
-            closed = Closed(index, start, view, given, machine_cpu, broker)
+            memory = None
+            if broker is not None:
+                memory = {"rss": self._broker_rss()}
+                if index == 0 and self.broker_rss_start:
+                    memory["rss_start"] = self.broker_rss_start
+            view = self.stats.merge(index, start - self.start_s, given, broker_cpu,
+                                    machine_cpu, memory)
+            closed = Closed(index, start, view, given, machine_cpu, broker, memory)
             del pending[index]
             for sink in self.sinks:
                 sink.interval(closed)

@@ -256,8 +256,9 @@ class Worker(threading.Thread, ABC):
         """A producer's sends so far that did not fail."""
         return self.stream_position - len(self.failed)
 
-    def stream_end(self) -> dict[str, object] | None:
-        """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd)."""
+    def stream_end(self) -> dict[str, object] | list[dict[str, object]] | None:
+        """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd;
+        a list: one for each of its clients)."""
         if self.produces() and not self.role.consumes:
             return {"positions": {self.producer_id: self.stream_position},
                     "failed": {self.producer_id: self.failed} if self.failed else {},

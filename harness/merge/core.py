@@ -260,12 +260,13 @@ class SlotMerger:
             return [], "", ""
         view = self.stats.merge(index, interval.start - layout.base_time,
                                 list(interval.reports.values()), interval.broker_cpu,
-                                interval.machine_cpu)
+                                interval.machine_cpu, interval.broker_memory)
         if lines is not None:
             broker = None if interval.broker_cpu is None else (None, interval.broker_cpu)
             out += map(_compact, closing_records(layout.run, "merged", index,
                                                  slot * layout.interval, view.phase,
-                                                 interval.machine_cpu, broker))
+                                                 interval.machine_cpu, broker,
+                                                 interval.broker_memory))
         rows, hlog, latency = self._rows(slot, view)
         self._measured(interval)
         self._draw(slot, view, interval, latency)

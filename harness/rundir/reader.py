@@ -123,6 +123,7 @@ class Interval:
     start: float  # epoch s: the earliest report's
     broker_cpu: float | None
     machine_cpu: float | None
+    broker_memory: dict[str, int] | None = None  # the broker record's rss and rss_start
 
 
 def interval_of(records: Iterable[dict[str, Any]], groups: dict[str, int]) -> Interval | None:
@@ -130,18 +131,21 @@ def interval_of(records: Iterable[dict[str, Any]], groups: dict[str, int]) -> In
     several nodes give the host's or the broker's CPU, the busiest."""
     reports: dict[tuple[str, int, str], IntervalReport] = {}
     cpu: dict[str, float | None] = {"broker": None, "host": None}
+    memory: dict[str, int] = {}
     start = None
     for record in records:
         kind = record["type"]
         if kind in cpu:
             if record["cpu"] is not None:
                 cpu[kind] = max(cpu[kind] or 0.0, record["cpu"])
+            if kind == "broker":
+                memory.update({k: record[k] for k in ("rss", "rss_start") if k in record})
             continue
         into_reports(record, reports, groups)
         start = record["start"] if start is None else min(start, record["start"])
     if start is None:
         return None
-    return Interval(reports, start, cpu["broker"], cpu["host"])
+    return Interval(reports, start, cpu["broker"], cpu["host"], memory or None)
 
 
 class Intervals:
@@ -217,5 +221,5 @@ class Replay:
                 self.origin = interval.start
             yield self.stats.merge(index, interval.start - self.origin,
                                    list(interval.reports.values()), interval.broker_cpu,
-                                   interval.machine_cpu)
+                                   interval.machine_cpu, interval.broker_memory)
         self.stats.add_reconciliation(self.intervals.reconciliation)

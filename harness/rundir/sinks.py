@@ -32,6 +32,7 @@ class Closed:
     reports: list[IntervalReport]
     machine_cpu: float | None  # % of all the machine's cores
     broker: tuple[int, float] | None  # the broker's pid and CPU, where measured
+    broker_memory: dict[str, int] | None = None  # its rss (and rss_start), where measured
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class RunFiles(Sink):
                 for name, group in view.groups.items()
                 for metric, histogram in group.histograms.items()]
         self.writer.close_interval(closed.index, closed.start, view.phase, closed.machine_cpu,
-                                   closed.broker, hlog)
+                                   closed.broker, hlog, closed.broker_memory)
 
     def event(self, record: dict[str, Any]) -> None:
         self.writer.write_interval([record], [])

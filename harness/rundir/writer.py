@@ -138,12 +138,13 @@ class RunWriter:
 
     def close_interval(self, index: int, start: float, phase: str, machine_cpu: float | None,
                        broker: tuple[int, float] | None,
-                       histograms: list[tuple[str, float, float, int, str]]) -> None:
+                       histograms: list[tuple[str, float, float, int, str]],
+                       broker_memory: dict[str, int] | None = None) -> None:
         """An interval's end, once every process reported it: the host's CPU (and the
         broker's: pid, CPU), whose record a reader takes as the interval complete
         (harness.rundir.reader.Intervals), and its merged histograms in the .hlog."""
         self.write_interval(closing_records(self.run_id, self.node, index, start, phase,
-                                            machine_cpu, broker), histograms)
+                                            machine_cpu, broker, broker_memory), histograms)
 
     def close(self) -> None:
         self.jsonl.close()

@@ -161,7 +161,10 @@ class RunApp(App[None]):
         for name, g in board.groups.items():
             c = g.counters
             cpu = Text(f"{g.cpu:.0f}%", style="bold red" if g.cpu > CLIENT_CPU_LIMIT else "")
-            values = (name, g.module, f"{g.threads_up}/{g.threads}", f"{g.rate_now:,.1f}",
+            # With --clients, the clients connected: what a run of many clients watches.
+            up = f"{g.clients_up:,}/{g.clients:,} clients" if g.clients else \
+                f"{g.threads_up}/{g.threads}"
+            values = (name, g.module, up, f"{g.rate_now:,.1f}",
                       f"{g.rate_avg:,.1f}", f"{g.total:,}", str(c["errors"]), str(c["lost"]),
                       str(c["duplicated"]), str(c["reordered"]), cpu,
                       "-" if g.us_per_message is None else f"{g.us_per_message:.1f}")

@@ -39,6 +39,8 @@ class GroupBoard:
     metrics: list[str]
     threads: int
     threads_up: int = 0
+    clients: int = 0  # with --clients: the group's clients, and those connected
+    clients_up: int = 0
     rate_now: float = 0.0
     cpu: float = 0.0
     last: dict[str, HdrHistogram] = field(default_factory=dict)
@@ -129,6 +131,7 @@ class Board:
         for name, interval in view.groups.items():
             board = self.groups[name]
             board.threads_up, board.threads = interval.threads_up, interval.threads
+            board.clients_up, board.clients = interval.clients_up, interval.clients
             board.cpu = interval.cpu
             board.rate_now = rate(interval.count, view.length)
             board.rates.append(board.rate_now)

@@ -71,11 +71,12 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" threads={group.threads_up}/{group.threads}"
         if group.clients:
             text += f" clients={group.clients_up}/{group.clients}"
-            if "connect" in group.histograms and \
-                    (connects := group.histograms["connect"]).get_total_count():
-                q = percentiles(connects)
-                text += (f" connect n={connects.get_total_count()} p50={format_us(q['p50'])}"
-                         f" p99={format_us(q['p99'])}")
+            for metric in ("connect", "subscribe"):
+                made = group.histograms.get(metric)
+                if made is not None and made.get_total_count():
+                    q = percentiles(made)
+                    text += (f" {metric} n={made.get_total_count()} "
+                             f"p50={format_us(q['p50'])} p99={format_us(q['p99'])}")
         text += f" cpu={group.cpu:.0f}%"
         if group.us_per_message is not None and view.phase != "drain":
             text += f" {group.us_per_message:.1f}us/msg"
@@ -137,6 +138,11 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
             console.print(f"{name}: {g['connects']} connections p50 {format_us(q['p50'])} p99 "
                           f"{format_us(q['p99'])} max {format_us(q['max'])} (connect to the "
                           "broker's answer)", highlight=False)
+        if g.get("subscribe", {}).get("max") is not None:
+            q = g["subscribe"]
+            console.print(f"{name}: subscriptions p50 {format_us(q['p50'])} p99 "
+                          f"{format_us(q['p99'])} max {format_us(q['max'])} (subscribe to the "
+                          "broker's answer)", highlight=False)
         if "confirm" in g:
             q = g["confirm"]
             console.print(f"{name}: publisher confirms p50 {format_us(q['p50'])} p90 "
@@ -190,6 +196,12 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       f"core over the measured span; {BROKER_CPU_LABEL} {ms:.4f}"
                       if ms is not None else f"broker cpu: mean {broker['mean']:.0f}%",
                       highlight=False)
+    if memory := summary.get("memory"):
+        sides = [f"{side} {m['bytes_per_connection'] / 1024:.1f} KiB a connection "
+                 f"({m['start_bytes'] / 2**20:.0f} -> {m['end_bytes'] / 2**20:.0f} MiB)"
+                 for side in ("client", "broker") if (m := memory.get(side))]
+        console.print(f"memory with {memory['connections']:,} connections held: "
+                      f"{', '.join(sides)}", highlight=False)
     for name, g in summary["groups"].items():
         if g.get("closed_loop"):
             console.print(f"{name}: no rate set, so no intended send times: its latency is "

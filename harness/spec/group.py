@@ -5,8 +5,10 @@ exit 2."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,14 @@ class GroupSpec:
     # group's threads in turn; 0: one per thread.
     clients: int = 0
     connect_rate: float = 0.0  # clients a second each process connects; 0: at once
+    idle: bool = False  # the clients connect and keep their connections alive, sending nothing
+    # Churn: each client closes its connection and opens a new one every so many seconds,
+    # or after so many messages.
+    reconnect_every: float = 0.0
+    reconnect_after: int = 0
+    # Local addresses the group's connections are made from, in turn: "a.b.c.d-a.b.c.e" or a
+    # comma list.
+    source_addresses: str | None = None
     thread_interval_ms: int = 0
     thread_rate: float = 0.0
     rate: float = 0.0
@@ -163,8 +173,33 @@ class GroupSpec:
                 out[key] = expand(out[key], n, total)
         options = transport_class(self.transport).Options
         own = {k: v for k, v in self.options.items() if k in options.__dataclass_fields__}
+        source = None
+        if self.source_addresses:
+            addresses = address_list(self.source_addresses)
+            source = addresses[(n - 1) % len(addresses)]
         return Settings(options(**own), **out, node=node, process=process, thread=thread,
-                        destination=self.destination_for(copy, thread))
+                        destination=self.destination_for(copy, thread), source_address=source)
+
+
+@cache
+def address_list(text: str) -> list[str]:
+    """--source-addresses: "127.0.0.2-127.0.0.50" (a range, both ends in) or a comma list of
+    addresses; raises ValueError saying what is wrong."""
+    out: list[str] = []
+    for item in text.split(","):
+        first, dash, last = item.strip().partition("-")
+        low = ipaddress.ip_address(first.strip())
+        high = ipaddress.ip_address(last.strip()) if dash else low
+        if high.version != low.version or int(high) < int(low):
+            raise ValueError(f"{item.strip()!r} is not a range from a lower address to a "
+                             "higher one")
+        if int(high) - int(low) + len(out) >= MAX_SOURCES:
+            raise ValueError(f"more than {MAX_SOURCES:,} addresses")
+        out += [str(ipaddress.ip_address(a)) for a in range(int(low), int(high) + 1)]
+    return out
+
+
+MAX_SOURCES = 65_536
 
 
 # What a transport reads that may differ per thread through {{ ... }}
@@ -264,17 +299,30 @@ def _multiplexed(name: str) -> bool:
 def _check_clients(group: GroupSpec, transport: type[Any], role_name: str) -> None:
     """--clients where the role and the transport can have many clients a thread."""
     if not group.clients:
-        raise BadInput("--connect-rate", "paces the clients of --clients: give --clients")
+        flag = next(f for f, given in (("--idle", group.idle),
+                                       ("--reconnect-every", group.reconnect_every),
+                                       ("--reconnect-after", group.reconnect_after),
+                                       ("--connect-rate", True)) if given)
+        raise BadInput(flag, "is for the clients of --clients: give --clients")
+    if group.reconnect_after and group.idle:
+        raise BadInput("--reconnect-after", "idle clients send nothing: give "
+                       "--reconnect-every")
+    if group.idle and not ROLES[role_name].produces:
+        raise BadInput("--idle", f"a {role_name} only receives: idle clients are producers "
+                       "that send nothing")
+    if group.idle and (group.rate or group.thread_rate):
+        raise BadInput("--idle", "idle clients send nothing: give no -rt or --rate")
     if group.clients < group.threads:
         raise BadInput("--clients", f"at least one a thread (-nt {group.threads}), got "
                        f"{group.clients}")
-    if not ROLES[role_name].sends_only:
-        raise BadInput("--clients", f"many clients a thread are for Sender and Publisher so "
-                       f"far; a {role_name} has a connection a thread (-nt)")
     if not issubclass(transport, Multiplexed):
         able = ", ".join(n for n in TRANSPORTS if _multiplexed(n))
         raise BadInput("--clients", f"the {transport.name} transport has a connection a "
                        f"thread (-nt); many clients a thread: {able}")
+    if not transport.multiplexes(group.settings("", 0, 0)):
+        raise BadInput("--clients", f"a {transport.name} {role_name} has a connection a "
+                       f"thread (-nt); many clients a thread are for "
+                       f"{transport.multiplexed_roles()}")
     for flag, given in (("-mg", group.messages), ("-tx", group.transacted),
                         ("-wi", group.thread_interval_ms)):
         if given:
@@ -329,7 +377,16 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
                                "applies to Sender, Publisher and Requestor")
     _check_role_options(group, role_name)
-    if group.clients or group.connect_rate:
+    if group.source_addresses:
+        try:
+            address_list(group.source_addresses)
+        except ValueError as exc:
+            raise BadInput("--source-addresses", str(exc)) from None
+        if not transport.binds:
+            raise BadInput("--source-addresses", f"the {transport_name} transport connects "
+                           "from the address the system picks")
+    if group.clients or group.connect_rate or group.idle or group.reconnect_every or \
+            group.reconnect_after:
         _check_clients(group, transport, role_name)
     # A destination given as an https:// URL (the http transport's) is TLS by its scheme.
     tls = group.tls or (group.destination or "").lower().startswith("https://")

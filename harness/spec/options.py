@@ -52,6 +52,18 @@ COMMON: tuple[Option, ...] = (
     Option("connect-rate", float, 0.0, "With --clients: clients each process connects a "
            "second from the start of the run (each sends once connected), every connection "
            "timed in the connect histogram; 0 = one after another, at once.", low=0),
+    Option("reconnect-every", float, 0.0, "With --clients: churn. Each client closes its "
+           "connection and opens a new one every this many seconds (the first after one to "
+           "two periods, spread over the clients), timed in the connect histogram; with "
+           "--no-clean, MQTT resumes its session.", low=0),
+    Option("reconnect-after", int, 0, "With --clients: churn. Each client reconnects after "
+           "every this many messages it sent.", low=0),
+    Option("source-addresses", str, None, "Local addresses the group's connections are "
+           "made from, in turn (client k from the k-th): a range 127.0.0.2-127.0.0.50 or a "
+           "comma list; past one address's ports to one broker port (about 28,000)."),
+    Option("idle", bool, False, "With --clients: the clients connect and hold their "
+           "connections, keep-alives only, sending nothing (how many a broker holds, and the "
+           "memory each takes: see --broker-pid)."),
     Option("thread-interval", int, 0, "Milliseconds between thread starts.", short="-wi",
            field="thread_interval_ms", low=0),
     Option("thread-rate", float, 0.0, "Messages/s per thread; 0 = as fast as possible. The "

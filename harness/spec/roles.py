@@ -26,6 +26,9 @@ def metrics_for(group: GroupSpec) -> list[str]:
         # From the send to the broker's confirmation, as RabbitMQ PerfTest reports it.
         names.append("confirm")
     if group.clients:
-        # From a client's connect to the broker's answer (MQTT's CONNACK).
+        # From a client's connect to the broker's answer (MQTT's CONNACK), and a consumer's
+        # subscribe to its answer (SUBACK).
         names.append("connect")
+        if role.consumes:
+            names.append("subscribe")
     return names

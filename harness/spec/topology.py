@@ -56,7 +56,7 @@ def endpoints(run: RunSpec) -> dict[tuple[str, str, str], Endpoint]:
         elif is_consumer(group.role):
             point.consumers.append(i)
             if key[1] == "topic":
-                point.copies += group.threads * group.processes * \
+                point.copies += group.streams * group.processes * \
                     (1 if group.embedded else run.nodes)
     for point in out.values():
         if point.kind != "topic":
@@ -80,7 +80,7 @@ def exclusive_consumers(run: RunSpec, cell: Collection[int]) -> dict[int, bool]:
         consumers = [i for i in point.groups if pure_consumer(i)]
         # The embedded broker is per process: only this cell's consumers compete there. On
         # a real broker, every node's copies of the group compete.
-        competing = sum(run.groups[i].threads * (1 if run.groups[i].embedded
+        competing = sum(run.groups[i].streams * (1 if run.groups[i].embedded
                                                  else run.groups[i].processes * run.nodes)
                         for i in consumers if i in cell or not run.groups[i].embedded)
         for i in consumers:

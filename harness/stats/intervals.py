@@ -34,6 +34,7 @@ from harness.stats.figures import (
     us_per_message,
 )
 from harness.stats.histogram import decode, empty, encode, new_histogram, percentiles
+from harness.stats.memory import Memory
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd, add_partitions
 from harness.stats.verify import count_in, pack_bits, union_count, union_of, unpack_bits
@@ -169,6 +170,7 @@ class RunStats:
         self.cpu: list[float] = []
         self.machine_cpu: list[float] = []
         self.broker_cpu: list[float] = []
+        self.memory = Memory()
         self.intervals = 0
         self.tails: dict[str, int] = {}
         self.received_once: dict[str, int] = {}  # per destination of competing receivers
@@ -177,9 +179,10 @@ class RunStats:
         self.every_node = run.nodes == 1
 
     def merge(self, index: int, start: float, reports: list[IntervalReport],
-              broker_cpu: float | None, machine_cpu: float | None = None) -> IntervalView:
+              broker_cpu: float | None, machine_cpu: float | None = None,
+              broker_memory: dict[str, int] | None = None) -> IntervalView:
         """Merge one interval's reports from every process (and node), and add each to the
-        totals of its own phase."""
+        totals of its own phase; broker_memory: the broker's rss (and rss_start), bytes."""
         length = max((r.length_s for r in reports), default=0.0)
         views: dict[str, GroupInterval] = {}
         spans: dict[tuple[str, int], float] = {}
@@ -253,6 +256,13 @@ class RunStats:
                     totals = self.groups[g]
                     node.counts[totals.spec.name] += totals.count(part.counters)
                     node.errors += part.counters["errors"]
+        for report in reports:
+            self.memory.mark(f"{report.node}/{report.process}", index, report.rss,
+                             report.rss_start)
+        if broker_memory:
+            self.memory.mark("broker", index, broker_memory.get("rss", 0),
+                             broker_memory.get("rss_start", 0))
+        self.memory.clients(index, sum(v.clients_up for v in views.values()))
         if phase == "measure":
             self.cpu.append(cpu_max)
             if broker_cpu is not None:
@@ -272,6 +282,7 @@ class RunStats:
         self.cpu += other.cpu
         self.machine_cpu += other.machine_cpu
         self.broker_cpu += other.broker_cpu
+        self.memory.absorb(other.memory)
         self.intervals += other.intervals
         _add(self.tails, other.tails)
         _add(self.received_once, other.received_once)
@@ -350,6 +361,8 @@ class RunStats:
         }
         if left := self.warmup_left():
             result["warmup_backlog"] = left
+        if memory := self.memory.summary():
+            result["memory"] = memory
         if self.broker_cpu:
             import os
             broker_mean = mean(self.broker_cpu)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from typing import Any, NamedTuple
 
-METRICS = ("latency", "service", "delay", "confirm", "connect")
+METRICS = ("latency", "service", "delay", "confirm", "connect", "subscribe")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
             "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us")
@@ -24,7 +24,7 @@ class Sample(NamedTuple):
     counters: dict[str, int]
     # In a worker's last sample only: where its streams stood (harness.stats.reports.
     # StreamEnd's fields but the thread's place).
-    streams: dict[str, Any] | None = None
+    streams: dict[str, Any] | list[dict[str, Any]] | None = None
     # The first error of each kind in this part of the interval, with its reason.
     reasons: dict[str, str] | None = None
     # What the transport said happened that is no error (a partition assignment), in order.
@@ -46,6 +46,7 @@ class Recorder:
         self.delay: array[int] = array("q")
         self.confirm: array[int] = array("q")  # publish to broker confirmation
         self.connect: array[int] = array("q")  # a client's connection, to the broker's answer
+        self.subscribe: array[int] = array("q")  # a client's subscription, to its answer
         self.sent = self.received = self.bytes = self.errors = 0
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0

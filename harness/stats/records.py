@@ -36,6 +36,8 @@ class ProcessRecord(_Interval):
     type: Literal["process"]
     cpu: float  # % of one core
     pid: NotRequired[int]
+    rss: NotRequired[int]  # resident memory, bytes
+    rss_start: NotRequired[int]  # in the first interval: before the process made its clients
 
 
 class CountersRecord(_Interval):
@@ -82,6 +84,8 @@ class BrokerRecord(_Slot):
     type: Literal["broker"]
     cpu: float | None  # % of one core
     pid: NotRequired[int]
+    rss: NotRequired[int]  # resident memory, bytes
+    rss_start: NotRequired[int]  # in the first interval: before the run's clients connected
 
 
 class EventRecord(_Record):
@@ -134,6 +138,10 @@ def report_records(report: IntervalReport, run: str, node: str, groups: list[str
             "phase": phase}
     records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
                                       "cpu": report.cpu}]
+    if report.rss:
+        records[0]["rss"] = report.rss
+    if report.rss_start:
+        records[0]["rss_start"] = report.rss_start
     for g, part in report.groups.items():
         name = groups[g]
         counters = {"type": "counters", **base, "group": name, **part.counters,
@@ -156,17 +164,18 @@ def report_records(report: IntervalReport, run: str, node: str, groups: list[str
 
 
 def closing_records(run: str, node: str, index: int, start: float, phase: str,
-                    machine_cpu: float | None, broker: tuple[int | None, float] | None
-                    ) -> list[dict[str, Any]]:
+                    machine_cpu: float | None, broker: tuple[int | None, float] | None,
+                    broker_memory: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """The records that close an interval: the host's CPU, which a reader takes as the
-    interval complete, and right after it the broker's (pid, CPU) where measured."""
+    interval complete, and right after it the broker's (pid, CPU, and its memory: rss and
+    in the first interval rss_start) where measured."""
     common = {"v": SCHEMA_VERSION, "run": run, "node": node, "interval": index,
               "start": start, "phase": phase}
     records: list[dict[str, Any]] = [{"type": "host", **common, "cpu": machine_cpu}]
     if broker is not None:
         pid, cpu = broker
         records.append({"type": "broker", **common, **({} if pid is None else {"pid": pid}),
-                        "cpu": cpu})
+                        "cpu": cpu, **(broker_memory or {})})
     return records
 
 
@@ -197,6 +206,7 @@ def into_reports(record: dict[str, Any],
             record["length"], False, 0.0, record["phase"], record["node"])
     if record["type"] == "process":
         report.cpu = record["cpu"]
+        report.rss, report.rss_start = record.get("rss", 0), record.get("rss_start", 0)
         return None
     g = groups[record["group"]]
     part = report.groups.get(g)

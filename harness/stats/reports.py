@@ -104,6 +104,10 @@ class IntervalReport:
     phase: str = "measure"  # warmup, measure or drain (harness.stats.timeline)
     node: str = ""  # the node that measured it; empty for this node
     groups: dict[int, GroupPart] = field(default_factory=dict)
+    # The process's resident memory, bytes, at the report (0: unknown), and in the first
+    # report also before it made its clients (rss_start).
+    rss: int = 0
+    rss_start: int = 0
     streams: list[StreamEnd] = field(default_factory=list)  # with the final report
     floor: str | None = None  # the floor probe's histogram, with the final report
 

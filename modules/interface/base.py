@@ -68,6 +68,9 @@ class Transport(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     capabilities: ClassVar[Capability]
+    # What only a producer that only sends can do with it (transactions that batch sends,
+    # where a consumer's read cannot wait inside one).
+    producer_capabilities: ClassVar[Capability] = Capability(0)
     # The options only this transport takes: a frozen dataclass whose fields are declared
     # with harness.modules.interface.options.option(); `options` lists them for the table.
     Options: ClassVar[type] = NoOptions
@@ -82,6 +85,12 @@ class Transport(ABC):
     # --tls, tls_port where it differs.
     default_port: ClassVar[int] = 0
     tls_port: ClassVar[int] = 0
+    # Whether it connects from the local address it is given (Settings.source_address,
+    # --source-addresses); where not, the option is refused.
+    binds: ClassVar[bool] = False
+    # Open files one connection holds in the harness's process (its socket, and what its
+    # client library opens beside it), for the open-file limit's check before the run.
+    files: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -126,7 +135,10 @@ class Transport(ABC):
 
     @classmethod
     def capabilities_for(cls, settings: Settings[Any]) -> Capability:
-        """What it can do with these settings (a broker flavour, a protocol version)."""
+        """What it can do with these settings (a broker flavour, a protocol version): its
+        capabilities, and a producer that only sends those of producer_capabilities."""
+        if settings.sends_only:
+            return cls.capabilities | cls.producer_capabilities
         return cls.capabilities
 
     @classmethod
@@ -137,8 +149,13 @@ class Transport(ABC):
 
     @classmethod
     def endpoint(cls, settings: Settings[Any]) -> str:
-        """Where these settings connect, for people to read."""
-        return cls.name
+        """Where these settings connect, for people to read: `<name> <flavour>@host:port`."""
+        default = cls.tls_port if settings.tls and cls.tls_port else cls.default_port
+        if not default and not settings.port:
+            return cls.name
+        host, port = settings.address(default)
+        flavour = cls.flavour_of(settings)
+        return f"{cls.name} {flavour}@{host}:{port}" if flavour else f"{cls.name}@{host}:{port}"
 
     @classmethod
     def filters(cls, settings: Settings[Any]) -> bool:

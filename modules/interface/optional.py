@@ -130,6 +130,16 @@ class Multiplexed(ABC):
         """Read and handle what the socket brought (acknowledgements, keep-alive answers);
         a lost connection is an outage the next flush() reconnects."""
 
+    @classmethod
+    def multiplexes(cls, settings: Any) -> bool:
+        """Whether the role of these settings can be one of many clients of a thread."""
+        return bool(settings.sends_only)
+
+    @classmethod
+    def multiplexed_roles(cls) -> str:
+        """Which roles multiplexes() takes, for people to read."""
+        return "Sender and Publisher"
+
     def multiplexed(self) -> None:
         """Said once, before open(), by a worker that waits on this connection's socket
         with others': what arrives is read in readable(), so flush() need not look."""

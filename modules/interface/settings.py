@@ -51,6 +51,8 @@ class Settings(Generic[OptionsT]):
     # This thread's destination (-d, with -dx or a template evaluated for it): what a
     # transport that connects to its destination (an HTTP URL) reaches at the start.
     destination: str = ""
+    # The local address this connection is made from (--source-addresses), where given.
+    source_address: str | None = None
 
     @property
     def role(self) -> str:
@@ -116,4 +118,5 @@ class Settings(Generic[OptionsT]):
 
 
 GROUP_FIELDS = tuple(name for name in Settings.__dataclass_fields__
-                     if name not in ("options", "node", "process", "thread", "destination"))
+                     if name not in ("options", "node", "process", "thread", "destination",
+                                     "source_address"))

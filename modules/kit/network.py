@@ -18,12 +18,6 @@ from harness.modules.kit.inbox import Inbox
 
 class NetworkTransport(Transport, PushedDelivery):
 
-    @classmethod
-    def endpoint(cls, settings: Settings[Any]) -> str:
-        host, port = settings.address(cls.default_port)
-        flavour = cls.flavour_of(settings)
-        return f"{cls.name} {flavour}@{host}:{port}" if flavour else f"{cls.name}@{host}:{port}"
-
     def __init__(self, settings: Settings[Any]) -> None:
         super().__init__(settings)
         self.inbox: Inbox[Any] = Inbox()
