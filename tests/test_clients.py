@@ -128,7 +128,7 @@ def test_two_thousand_mqtt_clients_each_publish_and_nothing_is_lost(harness, bro
 
 
 @pytest.fixture
-def many_clients_mosquitto():
+def many_clients_mosquitto(brokers):
     """The broker script's Mosquitto for many clients (port 1886: no connection limit, the
     hard open-file limit), started as the script starts it; its pid."""
     state = Path(os.environ.get("HARNESS_BROKERS_STATE", "/var/tmp/harness-brokers"))
@@ -168,8 +168,12 @@ def test_idle_clients_are_held_and_their_memory_is_said(harness, many_clients_mo
         pytest.approx((process[-1]["rss"] - start) / 3000)
     # A client's connection (paho's client, its socket and buffers) costs kilobytes.
     assert 1_000 < memory["client"]["bytes_per_connection"] < 200_000
-    assert memory["broker"]["start_bytes"] == broker[0]["rss_start"]
-    assert memory["broker"]["end_bytes"] == broker[-1]["rss"] > broker[0]["rss_start"]
+    # The broker's figure is its readings' (a long-lived broker may hold these connections
+    # in memory an earlier run freed: its growth can be nothing).
+    assert memory["broker"]["start_bytes"] == broker[0]["rss_start"] > 0
+    assert memory["broker"]["end_bytes"] == broker[-1]["rss"] >= broker[0]["rss_start"]
+    assert memory["broker"]["bytes_per_connection"] == \
+        pytest.approx((broker[-1]["rss"] - broker[0]["rss_start"]) / 3000)
     assert "memory with 3,000 connections held: client" in result.stdout
 
 
