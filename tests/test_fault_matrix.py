@@ -206,8 +206,11 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
     (Mosquitto, [Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
                       "-m mqtt.Subscriber --qos 1 --no-clean"),
                  # Many clients a thread: each reconnects on its own.
+                 # Its own client ids: a persistent session's id is the node's, group's,
+                 # process's and client's, the same as the case above's for client 0.
                  Case("mqtt clients on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
-                      "-m mqtt.Subscriber --qos 1 --no-clean --clients 5", clients=50)]),
+                      "-m mqtt.Subscriber --qos 1 --no-clean --clients 5 --client-id many-",
+                      clients=50)]),
     (Nginx, [Case("http on nginx", "http", "-m http.Requestor --method GET", rate=50)]),
     # Tansu keeps messages in memory only: a crash loses what it held, so the path is not
     # durable here; what it lost is counted lost. (No cut: a Kafka client reaches the broker
@@ -286,7 +289,8 @@ CUTS = [
     Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
          "-m mqtt.Subscriber --qos 1 --no-clean", durable=True),
     Case("mqtt clients on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
-         "-m mqtt.Subscriber --qos 1 --no-clean --clients 5", durable=True, clients=50),
+         "-m mqtt.Subscriber --qos 1 --no-clean --clients 5 --client-id many-", durable=True,
+         clients=50),
     Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
     Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
     Case("stomp transacted on ActiveMQ", "stomp-activemq", *STOMP_AMQ_TX, durable=True),

@@ -286,8 +286,9 @@ class Consumer(Worker):
                 else:
                     acker.reject(message, outcome is RETRY)
             except TransportError as exc:
-                # Unacknowledged: the broker redelivers, seen as a duplicate.
-                self.rec.error("ack", exc)
+                # Unacknowledged: the broker redelivers, seen as a duplicate. Once an outage:
+                # every message taken before the loss fails its ack the same way.
+                self.call_failed("ack", exc)
         count = self.count = self.count + 1
         if self.commit_every and count % self.commit_every == 0:
             self.commit()
