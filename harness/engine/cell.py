@@ -402,8 +402,7 @@ class Cell:
         outbox = self.outbox
         while outbox:
             (group, thread), interval, sample = outbox.popleft()
-            ends = sample.streams
-            for end in ends if isinstance(ends, list) else [] if ends is None else [ends]:
+            for end in sample.streams or ():
                 self.streams.append(StreamEnd(group, thread, self.plan.process_index, **end))
             # A hand-off for an interval already reported goes to the earliest open one.
             interval = max(interval, index)

@@ -98,6 +98,7 @@ class Clients(Worker):
         rec.connect.append((up - began) // 1000)
         try:
             if isinstance(client, Consumer):
+                client.parts()
                 assert client.pusher is not None  # a Multiplexed consumer pushes
                 client.pusher.deliver(*client.sinks())
                 client.session()  # its subscription, timed apart
@@ -199,7 +200,8 @@ class Clients(Worker):
         after = group.reconnect_after
         offset = EPOCH_OFFSET_NS
         # Not yet connected: (not before, index), in client order.
-        waiting = [(0, i) for i in range(len(clients)) if i not in self.started]
+        connected = set(self.started)
+        waiting = [(0, i) for i in range(len(clients)) if i not in connected]
         next_connect = now_ns()
         for i in self.started:  # connected before the run
             self._begin(i, next_connect)
@@ -207,6 +209,7 @@ class Clients(Worker):
         epoll_poll = self.epoll.poll
         most_ns = int(MAX_SLEEP_S * 1e9)
         consumes = self.consumes
+        drain_look = 0
         while control.consuming if consumes else control.producing:
             if self.pending and not self._apply_pending():
                 break
@@ -264,8 +267,12 @@ class Clients(Worker):
                       max(next_connect, waiting[0][0]) if waiting else FAR,
                       churn[0][0] if churn else FAR, now + most_ns)
             if consumes and control.draining and not self.setup.checked and \
-                    now - max(c.last for c in clients) >= control.drain_idle_ns:  # type: ignore[attr-defined]
-                break  # nothing came for a while in the drain
+                    now >= drain_look:
+                # Nothing came for a while in the drain: looked for every 50 ms, not at
+                # each wake-up (a look reads every client).
+                drain_look = now + most_ns
+                if now - max(c.last for c in clients) >= control.drain_idle_ns:  # type: ignore[attr-defined]
+                    break
             self._poll(epoll_poll, max(due - now, 0) / 1e9)
         if consumes:
             for client in clients:
@@ -297,15 +304,7 @@ class Clients(Worker):
                     properties, client.correlation, None, persistent))
         except TransportError as exc:
             client.stream_position = seq + 1
-            if exc.reported:  # in the transport's feedback: sent, as the role counts it
-                rec.sent += 1
-                rec.bytes += len(body)
-                client.call_failed(exc.kind or "send", exc)
-            else:
-                rec.error(exc.kind or "send", exc)
-                client.failed.append(seq)
-            if client.schedule is not None:
-                rec.delay.append((now_ns() - intended) // 1000)
+            client.send_failed(seq, len(body), intended, exc)  # into the shared buffer
             return
         done = now_ns()
         client.stream_position = seq + 1
@@ -409,25 +408,13 @@ class Clients(Worker):
     def kept(self) -> int:
         return sum(client.kept() for client in self.clients)
 
-    def stream_end(self) -> dict[str, object] | list[dict[str, object]] | None:
-        if self.consumes:  # each client a consumer of its own
-            ends = []
-            for client in self.clients:
-                if client.tracker is not None:
-                    client.tracker.finish()
-                if (end := client.stream_end()) is not None:
-                    ends.append(end)
-            return ends
-        positions: dict[str, int] = {}
-        failed: dict[str, list[int]] = {}
-        doubt: dict[str, list[int]] = {}
-        for client in self.clients:
-            positions[client.producer_id] = client.stream_position
-            if client.failed:
-                failed[client.producer_id] = client.failed
-            if client.doubt:
-                doubt[client.producer_id] = client.doubt
-        return {"positions": positions, "failed": failed, "doubt": doubt}
+    def stream_end(self) -> list[dict[str, object]]:
+        ends = []
+        for client in self.clients:  # each client a producer, or a consumer, of its own
+            if client.tracker is not None:
+                client.tracker.finish()
+            ends += client.stream_end()
+        return ends
 
     def close(self) -> None:
         clients = self.clients

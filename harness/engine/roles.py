@@ -95,20 +95,8 @@ class _Producer(Worker):
                     if exc.kind == ROLLED_BACK:  # this send, and the transaction before it
                         self.uncommitted(in_transaction, exc)
                         in_transaction = []
-                    if exc.reported:
-                        # Its outcome is in the transport's feedback, with the sends it had
-                        # queued: sent, as they were; the fault counted once an outage.
-                        rec.sent += 1
-                        rec.bytes += size
-                        self.call_failed(exc.kind or "send", exc)
-                    else:
-                        # The number is not used again (the broker may have taken the
-                        # message): the reconciliation takes it out of consumers' losses.
-                        rec.error(exc.kind or "send", exc)
-                        self.failed.append(seq)
+                    self.send_failed(seq, size, intended, exc)
                     seq += 1
-                    if schedule is not None:  # never sent: delayed at least until it failed
-                        rec.delay.append((now_ns() - intended) // 1000)
                     self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
                     continue
                 done = now_ns()
@@ -150,6 +138,7 @@ class Consumer(Worker):
     def prepare(self) -> None:
         self.ready()
         super().prepare()  # connects and subscribes
+        self.parts()
 
     def ready(self) -> None:
         """What measuring needs, before the connection is made."""
@@ -161,12 +150,15 @@ class Consumer(Worker):
         self.expected = self.tracker.expected if self.tracker is not None else None
         self.handles = type(self).handle is not Consumer.handle
         self.commit_every = self.group.commit_count if self.group.transacted else 0
-        # The optional parts this consumer uses, asked once.
+        self.arrivals: list[tuple[int, bytes]] = []
+
+    def parts(self) -> None:
+        """The optional parts this consumer uses, asked once its connection is open: whether
+        a transport acknowledges may depend on it (a NATS JetStream context)."""
         t = self.transport
         self.acker = t if isinstance(t, Acknowledgements) and t.acknowledges() else None
         self.pusher = t if isinstance(t, PushedDelivery) else None
         self.inline = self.pusher is not None and self.pusher.inline
-        self.arrivals: list[tuple[int, bytes]] = []
 
     def session(self) -> None:
         self.transport.subscribe(self.destination)

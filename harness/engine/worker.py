@@ -256,19 +256,20 @@ class Worker(threading.Thread, ABC):
         """A producer's sends so far that did not fail."""
         return self.stream_position - len(self.failed)
 
-    def stream_end(self) -> dict[str, object] | list[dict[str, object]] | None:
-        """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd;
-        a list: one for each of its clients)."""
+    def stream_end(self) -> list[dict[str, object]]:
+        """Where this thread's streams stood at the end (harness.stats.reports.StreamEnd's
+        fields but its place): one, or none where it has nothing to say; a thread of many
+        clients, one for each client."""
         if self.produces() and not self.role.consumes:
-            return {"positions": {self.producer_id: self.stream_position},
-                    "failed": {self.producer_id: self.failed} if self.failed else {},
-                    "doubt": {self.producer_id: self.doubt} if self.doubt else {}}
+            return [{"positions": {self.producer_id: self.stream_position},
+                     "failed": {self.producer_id: self.failed} if self.failed else {},
+                     "doubt": {self.producer_id: self.doubt} if self.doubt else {}}]
         if self.tracker is not None:
-            return {"positions": dict(self.tracker.expected),
-                    "lost": {p: sorted(s) for p, s in self.tracker.lost.items() if s}}
+            return [{"positions": dict(self.tracker.expected),
+                     "lost": {p: sorted(s) for p, s in self.tracker.lost.items() if s}}]
         if self.seen is not None:
-            return {"positions": {}, "seen": {p: bytes(b) for p, b in self.seen.bits.items()}}
-        return None
+            return [{"positions": {}, "seen": {p: bytes(b) for p, b in self.seen.bits.items()}}]
+        return []
 
     def flush(self, at: int) -> None:
         """Hand this interval's buffer to the cell and move to the interval that holds `at`
@@ -320,6 +321,23 @@ class Worker(threading.Thread, ABC):
         if redelivered != self.redelivered_taken:
             rec.redelivered += redelivered - self.redelivered_taken
             self.redelivered_taken = redelivered
+
+    def send_failed(self, seq: int, size: int, intended: int, exc: TransportError) -> None:
+        """Count send number seq, of size bytes, that raised."""
+        rec = self.rec
+        if exc.reported:
+            # Its outcome is in the transport's feedback, with the sends it had queued: sent,
+            # as they were; the fault counted once an outage.
+            rec.sent += 1
+            rec.bytes += size
+            self.call_failed(exc.kind or "send", exc)
+        else:
+            # The number is not used again (the broker may have taken the message): the
+            # reconciliation takes it out of consumers' losses.
+            rec.error(exc.kind or "send", exc)
+            self.failed.append(seq)
+        if self.schedule is not None:  # never sent: delayed at least until it failed
+            rec.delay.append((now_ns() - intended) // 1000)
 
     def uncommitted(self, sent: list[int], exc: TransportError) -> None:
         """A producer's sends in a transaction that was not committed: refused (the broker

@@ -24,7 +24,7 @@ class Sample(NamedTuple):
     counters: dict[str, int]
     # In a worker's last sample only: where its streams stood (harness.stats.reports.
     # StreamEnd's fields but the thread's place).
-    streams: dict[str, Any] | list[dict[str, Any]] | None = None
+    streams: list[dict[str, Any]] | None = None
     # The first error of each kind in this part of the interval, with its reason.
     reasons: dict[str, str] | None = None
     # What the transport said happened that is no error (a partition assignment), in order.
