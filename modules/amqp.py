@@ -308,13 +308,7 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
     # -- many clients on one thread (--clients): each connection's loop is turned where the
     # worker's wait finds its poller readable (an epoll descriptor is, while one of its own
     # is ready)
-    @classmethod
-    def multiplexes(cls, settings: Settings[Any]) -> bool:
-        return bool(settings.sends_only or settings.measures_only)
-
-    @classmethod
-    def multiplexed_roles(cls) -> str:
-        return "Sender, Publisher, Receiver and Subscriber"
+    consumer_clients = True
 
     def fileno(self) -> int:
         return _poller_fd(self.conn) if self.conn is not None and self.connected else -1

@@ -10,7 +10,9 @@ message sent to a destination.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import threading
 import time
 from collections import deque
@@ -22,6 +24,7 @@ from harness.modules.interface.message import Destination, Message
 from harness.modules.interface.optional import (
     EmbeddedBroker,
     Multiplexed,
+    PushedDelivery,
     TemporaryQueues,
     Transactions,
 )
@@ -256,7 +259,13 @@ def reset_broker(capacity: float = 0.0, delay_s: float = 0.0) -> Broker:
     return _broker
 
 
-class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues, Multiplexed):
+# What a consumer client takes a readable() at most: a backlog of a million must not keep its
+# thread from the other clients and from the interval's end.
+TAKE_AT_MOST = 1000
+
+
+class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues, PushedDelivery,
+                        Multiplexed):
     name = "loopback"
     description = "embedded in-process broker (no server; one broker per process)"
     Options = LoopbackOptions
@@ -293,6 +302,11 @@ class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues
         self._topic: str | None = None
         self._tx_sends: list[tuple[Destination, Message]] | None = None
         self._tx_received: list[Message] = []
+        # One of many clients of a thread (--clients): a consumer watches its inbox through
+        # an eventfd, and hands what it takes to the sink on that thread.
+        self.inline = False
+        self._fd = -1
+        self._sink: Any = None
 
     def open(self) -> None:
         self._broker = _broker
@@ -316,6 +330,9 @@ class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues
             self._topic = destination.name
         else:
             self._inbox = self._broker.queue(destination.name)
+        if self.inline:
+            self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._inbox.watch(self._fd)
 
     def receive(self, timeout: float) -> Message | None:
         message = self._inbox.get(timeout)  # type: ignore[union-attr]
@@ -327,12 +344,38 @@ class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues
         return Destination("queue", f"temp.{next(self._broker.temp_ids)}")
 
     # Many clients on one thread: a send is handed to the broker as it is made, and nothing
-    # comes back to wait for.
+    # comes back to wait for; a consumer waits on its inbox's eventfd.
+    consumer_clients = True
+
+    def multiplexed(self) -> None:
+        self.inline = True
+
+    def deliver(self, sink: Any, frames: Any = None, headed: Any = None) -> bool:
+        # A consumer thread receives as ever: only a client's messages are handed over.
+        if not self.inline:
+            return False
+        self._sink = sink
+        return True
+
     def fileno(self) -> int:
-        return -1
+        return self._fd
 
     def readable(self) -> None:
-        pass
+        inbox, sink, fd = self._inbox, self._sink, self._fd
+        if inbox is None or sink is None:
+            return
+        with contextlib.suppress(BlockingIOError):  # rung by nothing since: look all the same
+            os.eventfd_read(fd)
+        taken = 0
+        while True:
+            while taken < TAKE_AT_MOST and (message := inbox.get(0)) is not None:
+                sink(message)
+                taken += 1
+            if taken >= TAKE_AT_MOST:
+                os.eventfd_write(fd, 1)  # more to take: readable again, after the others
+                return
+            if inbox.arm():
+                return
 
     def begin(self) -> None:
         self._tx_sends = []
@@ -351,6 +394,11 @@ class LoopbackTransport(Transport, EmbeddedBroker, Transactions, TemporaryQueues
             self._inbox.put_front(received)
 
     def close(self) -> None:
+        if self._fd >= 0:
+            if self._inbox is not None:
+                self._inbox.unwatch(self._fd)
+            os.close(self._fd)
+            self._fd = -1
         if self._topic is not None and self._inbox is not None:
             self._broker.unsubscribe_topic(self._topic, self._inbox)
         self._inbox = None

@@ -250,7 +250,13 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
 
     def _await_connack(self, client: Any, timeout: float) -> bool:
         if self.driven:
-            _turn(client, timeout)
+            rc = _turn(client, timeout)
+            if rc != paho.MQTT_ERR_SUCCESS and not self.connected.is_set():
+                # The broker closed the connection (at its connection limit, say): no
+                # CONNACK will come, and waiting for one would hold the thread's other
+                # clients until the timeout.
+                self.connect_error = self.connect_error or \
+                    f"the broker closed the connection before its CONNACK ({paho.error_string(rc)})"
             return self.connected.is_set()
         return self.connected.wait(timeout)
 
@@ -274,19 +280,13 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             self.next_misc = now + (MISC_EVERY_S if self.reads_in_flush else 5 * MISC_EVERY_S)
             client.loop_misc()
 
-    # -- many clients on one thread (--clients: driven producers)
+    # -- many clients on one thread (--clients)
+    consumer_clients = True
+
     def fileno(self) -> int:
         client = self.client
         sock = client.socket() if client is not None and self.driven else None
         return -1 if sock is None else sock.fileno()
-
-    @classmethod
-    def multiplexes(cls, settings: Any) -> bool:
-        return bool(settings.sends_only or settings.measures_only)
-
-    @classmethod
-    def multiplexed_roles(cls) -> str:
-        return "Sender, Publisher, Receiver and Subscriber"
 
     def multiplexed(self) -> None:
         # Driven from the worker's thread, a consumer too: messages are handed over inside

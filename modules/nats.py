@@ -62,6 +62,7 @@ from harness.modules.interface.optional import (
     Acknowledgements,
     Declarations,
     FramedSends,
+    Multiplexed,
     TemporaryQueues,
 )
 from harness.modules.interface.options import option
@@ -85,6 +86,9 @@ RECONNECT_WAIT_S = 0.5
 # publish is driven on the worker's thread while it leaves that buffer at least half free: a
 # publish that would pass it waits for nats-py's flusher, which only the loop can run.
 PENDING_SIZE = 2 * 1024 * 1024
+# The passes of the loop a readable client is turned for at most: what a read wakes is a
+# pass behind it (nats-py's reader task, a subscription's task, its flusher).
+READABLE_PASSES = 16
 BY_HAND_FIRST = 16  # below write_every: a send published by hand never owes a write
 QUEUE_GROUP = "harness"
 STORAGES = ("file", "memory")
@@ -149,7 +153,7 @@ def _subject_problems(settings: Settings[Any]) -> list[str]:
 
 
 class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements,
-                    TemporaryQueues):
+                    TemporaryQueues, Multiplexed):
     # nats-py's publish is cheap next to a turn of the loop: a turn every 64 sends was a
     # large share of an unthrottled producer's cost (the bare loop writes only when
     # nats-py's buffer fills).
@@ -245,6 +249,9 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         self.kick: asyncio.Future[None] | None = None
         self.turn_for = 0.0
         self.failure: Exception | None = None
+        # One of many clients of a thread (--clients): each has its own loop, and the
+        # thread's current event loop is whichever client's last set it.
+        self.shares_thread = False
 
     # -- the loop, turned on this thread
     def _run(self, coro: Any, what: str) -> Any:
@@ -429,6 +436,40 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
                 break
             future.cancel()
 
+    # -- many clients a thread (--clients)
+    consumer_clients = True
+
+    @classmethod
+    def multiplexes(cls, settings: Settings[Any]) -> bool:
+        # A pull consumer's fetches are requests a task of the loop waits on: a connection
+        # a thread.
+        return super().multiplexes(settings) and not settings.options.pull_batch
+
+    @classmethod
+    def multiplexed_roles(cls) -> str:
+        return "Sender, Publisher, Receiver and Subscriber (JetStream: push consumers)"
+
+    def multiplexed(self) -> None:
+        self.shares_thread = True
+
+    def fileno(self) -> int:
+        # The epoll this connection's event loop waits on, readable while one of its own
+        # descriptors is (the socket, the loop's self-pipe), the same through nats-py's
+        # reconnects.
+        loop = self.loop
+        return -1 if self.nc is None or loop.is_closed() else loop._selector.fileno()  # type: ignore[attr-defined]
+
+    def readable(self) -> None:
+        """Turn the loop until what the socket brought has gone through nats-py's tasks (its
+        reader, a subscription's, its flusher: each a pass after the one before)."""
+        if self.nc is None or self.dispatching or self.loop.is_closed():
+            return
+        loop = self.loop
+        for _ in range(READABLE_PASSES):
+            loop.turn(once=True)
+            if not loop._ready:  # type: ignore[attr-defined]
+                break
+
     # -- connection
     def open(self) -> None:
         s, o = self.settings, self.o
@@ -568,7 +609,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             # after all is continued by the loop's next turn. Inline, not a method: a paced
             # send runs it with the caches cold.
             self.unwritten += 1  # _sent(None, seq): below BY_HAND_FIRST, never a write_every
-            if self.loop_thread != threading.get_ident():
+            if self.loop_thread != threading.get_ident() or self.shares_thread:
                 # The futures nats-py makes outside the loop belong to the current event loop.
                 asyncio.set_event_loop(self.loop)
                 self.loop_thread = threading.get_ident()

@@ -84,6 +84,7 @@ class Nats(Private):
 
 class Mosquitto(Private):
     name, protocols = "mosquitto", ("mqtt",)
+    extra = ""  # more of its configuration, for its listener
 
     def command(self) -> list[str]:
         conf = self.dir / "mosquitto.conf"
@@ -93,6 +94,7 @@ class Mosquitto(Private):
             persistence true
             persistence_location {self.dir}/
             user {getpass.getuser()}
+            {self.extra}
             """))
         return ["mosquitto", "-c", str(conf)]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, env, harness_command, only_run_dir, unique
+from tests.servers import Mosquitto
 
 
 def counters(result, group):  # type: ignore[no-untyped-def]
@@ -83,7 +84,8 @@ def test_clients_connect_at_the_connect_rate_and_send_once_connected(harness):
 
 
 @pytest.mark.parametrize(("args", "flag", "says"), [
-    (["-m", "loopback.Receiver", "--clients", "4"], "--clients", "Sender and Publisher"),
+    (["-m", "loopback.Responder", "--clients", "4"], "--clients",
+     "Sender, Publisher, Receiver and Subscriber"),
     (["-m", "stomp.Sender", "--clients", "4"], "--clients", "a connection a thread"),
     (["-m", "loopback.Sender", "--clients", "2", "-nt", "4"], "--clients", "at least one"),
     (["-m", "loopback.Sender", "--connect-rate", "10"], "--connect-rate", "give --clients"),
@@ -245,6 +247,29 @@ def test_clients_connect_from_the_source_addresses_in_turn(brokers, tmp_path):
     assert by_address == {"127.0.0.2": 10, "127.0.0.3": 10, "127.0.0.4": 10}
 
 
+def test_loopback_consumer_clients_take_every_message(harness):
+    """Loopback subscribers and receivers as clients: each waits on its inbox's eventfd with
+    the thread's others, and every message reaches each subscriber once and the queue's
+    receivers once between them."""
+    result = harness("run", "-m", "loopback.Publisher", "-d", "T", "-rt", "200",
+                     "-g", "-m loopback.Subscriber -d T --clients 50 -nt 2",
+                     "-g", "-m loopback.Sender -d Q -rt 300",
+                     "-g", "-m loopback.Receiver -d Q --clients 20",
+                     "-rl", "3", "-sw", "1", "-ss", "1", timeout=60)
+    assert result.code == 0, result.stderr
+    assert sum(histogram_counts(result, "subscriber.subscribe")) == 50
+    assert sum(histogram_counts(result, "receiver.subscribe")) == 20
+    delivery = {d["destination"]: d for d in result.summary["delivery"]}
+    assert delivery["loopback:topic:T"]["expected"] == \
+        delivery["loopback:topic:T"]["received"] == 50 * 600
+    assert delivery["loopback:queue:Q"]["expected"] == \
+        delivery["loopback:queue:Q"]["received"] == 900
+    for point in delivery.values():
+        assert point["missing"] == point["duplicated"] == 0
+    # Each message timed: the subscribers' latency histograms hold every one.
+    assert sum(histogram_counts(result, "subscriber.latency")) == 50 * 600
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["-m", "stomp.Sender", "--source-addresses", "127.0.0.2"], "connects from the address"),
     (["-m", "mqtt.Sender", "--source-addresses", "127.0.0.9-127.0.0.2"], "lower address"),
@@ -357,3 +382,79 @@ def test_amqp_clients_send_compete_and_subscribe(harness, brokers):
         delivery[f"amqp:topic:{topic}"]["received"] == 10 * 150
     for point in delivery.values():
         assert point["missing"] == point["duplicated"] == 0
+
+
+def test_nats_clients_send_compete_and_subscribe(harness, brokers):
+    """Core NATS: 100 publisher clients on a subject that 10 subscriber clients each take
+    whole, and a queue group of 10 receiver clients: each client a connection (and an
+    event loop) of its own, every message delivered once to each subscriber and once to the
+    queue group."""
+    topic, queue = unique("clients.t"), unique("clients.q")
+    result = harness("run", "-m", "nats.Publisher", "-d", topic, "--clients", "100", "-nt",
+                     "2", "--rate", "400",
+                     "-g", f"-m nats.Subscriber -d {topic} --clients 10",
+                     "-g", f"-m nats.Sender -d {queue} -rt 100",
+                     "-g", f"-m nats.Receiver -d {queue} --clients 10",
+                     "-rl", "3", "-sw", "1", "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    assert sum(histogram_counts(result, "publisher.connect")) == 100
+    assert sum(histogram_counts(result, "subscriber.subscribe")) == 10
+    assert sum(histogram_counts(result, "receiver.subscribe")) == 10
+    delivery = {d["destination"]: d for d in result.summary["delivery"]}
+    # Publisher clients send from when each connected: most of the run's 1,200.
+    assert delivery[f"nats:topic:{topic}"]["expected"] == \
+        delivery[f"nats:topic:{topic}"]["received"] >= 10 * 1000
+    assert delivery[f"nats:queue:{queue}"]["expected"] == \
+        delivery[f"nats:queue:{queue}"]["received"] == 300
+    for point in delivery.values():
+        assert point["missing"] == point["duplicated"] == 0
+
+
+def test_jetstream_publisher_clients_have_each_publish_acknowledged(harness, brokers):
+    """JetStream: 50 publisher clients, each publish acknowledged by the server on its own
+    client's connection and timed (confirm), consumed by a push subscriber client."""
+    d = unique("clients.js")
+    result = harness("run", "-m", "nats.Publisher", "-d", d, "--jetstream", "--storage",
+                     "memory", "--clients", "50", "--rate", "200",
+                     "-g", f"-m nats.Subscriber -d {d} --jetstream --storage memory "
+                     f"--clients 5", "-rl", "3", "-sw", "1", "-ss", "1", timeout=120)
+    assert result.code == 0, result.stderr
+    publisher = result.summary["groups"]["publisher"]
+    assert publisher["in_doubt"] == publisher["refused"] == publisher["errors"] == 0
+    assert sum(histogram_counts(result, "publisher.confirm")) >= 500
+    delivery = result.summary["delivery"][0]
+    assert delivery["expected"] == delivery["received"] >= 5 * 500
+    assert delivery["missing"] == delivery["duplicated"] == 0
+
+
+class LimitedMosquitto(Mosquitto):
+    extra = "max_connections 5"
+
+
+def test_failed_connections_are_counted_and_tallied_by_reason(harness, brokers, tmp_path):
+    """A Mosquitto of its own that holds about 5 connections: of 12 clients, those connect
+    and send;
+    each other client's attempts (one a second) fail, each counted once as a failed
+    connection (and an error), the interval's tallied by reason in the log."""
+    server = LimitedMosquitto(tmp_path / "mosquitto")
+    server.start()
+    try:
+        result = harness("run", "-m", "mqtt.Publisher", "-d", unique("limit"), "--port",
+                         str(server.ports["mqtt"]), "--clients", "12", "--rate", "12", "-rl",
+                         "3", "-sw", "0", "-ss", "1", timeout=60)
+    finally:
+        server.stop()
+    assert result.code == 0, result.stderr
+    rows = counters(result, "publisher")
+    # How many the broker takes is its own count (Mosquitto has let one more in): some, and
+    # not all.
+    up = rows[0]["clients_up"]
+    assert 0 < up < 12 and [r["clients_up"] for r in rows] == [up] * 3
+    # Those left out try once in each second of the run.
+    assert [r["connect_failed"] for r in rows] == [12 - up] * 3
+    assert [r["errors"] for r in rows] == [12 - up] * 3
+    publisher = result.summary["groups"]["publisher"]
+    assert publisher["connect_failed"] == 3 * (12 - up) and publisher["sent"] == 3 * up
+    assert result.stderr.count(f"{12 - up} connections failed: {12 - up} × the broker closed "
+                               "the connection before its CONNACK") == 3
+    assert f"{3 * (12 - up)} connection attempts failed" in result.stdout

@@ -333,7 +333,9 @@ def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tm
     subprocess.run([*script, "start"], env=spark_env, check=True, timeout=120)
     try:
         topic = f"dist/{time.time_ns()}"
-        result = harness("run", "-m", "mqtt.Publisher", "-d", topic, "-rt", "100",
+        # The publishers as 20 clients a node (--clients is per process, as -nt is).
+        result = harness("run", "-m", "mqtt.Publisher", "-d", topic, "--clients", "20",
+                         "--rate", "200",
                          "-g", f"-m mqtt.Subscriber -d {topic}", "-rl", "3", "-ss", "1",
                          "--drain", "1", "--cluster", f"spark://127.0.0.1:{port}", "--nodes", "2",
                          "--spark-conf", "spark.executor.cores=1",
@@ -346,8 +348,14 @@ def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tm
     assert sorted(p.name for p in app.iterdir()) == ["0", "1"]
     assert len(node_dirs(result.run_dir)) == 2
     groups = result.summary["groups"]
+    # Each node's 20 clients connected once each, and the rate was split over the nodes.
+    clients = [r for r in result.records("counters") if r["group"] == "publisher"]
+    assert {r["node"] for r in clients} == {r["node"] for r in clients if r["clients"] == 20}
+    assert len({r["node"] for r in clients}) == 2
+    assert sum(r["count"] for r in result.records("histogram")
+               if r["tag"] == "publisher.connect") == 40
     # Each publisher's messages reach the subscribers of both nodes.
-    assert groups["publisher"]["sent"] > 0
+    assert groups["publisher"]["sent"] == pytest.approx(200 * 3, rel=0.1)
     assert groups["subscriber"]["received"] == 2 * groups["publisher"]["sent"]
     assert groups["subscriber"]["lost"] == groups["subscriber"]["duplicated"] == 0
 

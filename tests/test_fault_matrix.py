@@ -200,7 +200,10 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
             Case("nats JetStream pull (file)", "nats", JETSTREAM[0],
                  f"{JETSTREAM[1]} --pull-batch 50", durable=True),
             Case("nats request/reply", "nats", "-m nats.Requestor", "-m nats.Responder",
-                 rate=50)]),
+                 rate=50),
+            # Many clients a thread, each with its own connection and event loop.
+            Case("nats JetStream clients (file)", "nats", JETSTREAM[0],
+                 f"{JETSTREAM[1]} --clients 5", durable=True, clients=50)]),
     # Mosquitto keeps a persistent session's messages on disk only at its autosave or
     # shutdown: a crash may lose them, so the path is not durable here.
     (Mosquitto, [Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
@@ -298,6 +301,8 @@ CUTS = [
     Case("nats core", "nats", "-m nats.Publisher", "-m nats.Subscriber"),
     Case("nats JetStream (memory)", "nats", f"{JETSTREAM[0]} --storage memory", JETSTREAM[1],
          durable=True),
+    Case("nats clients", "nats", "-m nats.Publisher", "-m nats.Subscriber --clients 5",
+         clients=50),
     Case("redis pub/sub", "redis", "-m redis.Publisher", "-m redis.Subscriber"),
     Case("redis streams", "redis", "-m redis.Sender", "-m redis.Receiver", durable=True),
     Case("http on nginx", "http", "-m http.Requestor --method GET", rate=50),

@@ -25,7 +25,7 @@ def as_version_1(record: dict[str, Any]) -> dict[str, Any]:
     record["v"] = 1
     if record["type"] == "counters":
         for name in ("foreign", "unsent", "late", "refused", "redelivered", "rebalances",
-                     "cpu_us"):
+                     "cpu_us", "connect_failed"):
             record.pop(name, None)
     return record
 

@@ -18,6 +18,7 @@ import contextlib
 import heapq
 import select
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
@@ -33,6 +34,10 @@ TEND_EVERY_NS = 5_000_000_000
 TEND_SLICES = 10
 # A client whose connection attempt failed tries again after this long.
 RETRY_NS = 1_000_000_000
+# A client whose connection was lost is tended this often until it is up again: its
+# client library reconnects only while it is turned, and the tending of every client
+# comes round only every TEND_EVERY_NS.
+DOWN_TEND_NS = 250_000_000
 FAR = 1 << 62
 
 
@@ -68,6 +73,8 @@ class Clients(Worker):
         self.churn_ns = int(group.reconnect_every * 1e9)
         self.churn: list[tuple[int, int]] = []
         self.closed: set[int] = set()
+        self.down: set[int] = set()  # clients whose connection was lost, until it is up
+        self.failures: Counter[str] = Counter()  # this interval's failed connections, by reason
         self.epoll = select.epoll()
         self.fds: dict[int, int] = {}  # socket -> client index
         self.registered = [-1] * len(clients)
@@ -151,7 +158,7 @@ class Clients(Worker):
             self._connect(i)
             self.closed.discard(i)
         except TransportError as exc:
-            self.rec.error("connect", exc)
+            self._connect_failed(exc)
             self.closed.add(i)
             heapq.heappush(self.churn, (now_ns() + RETRY_NS, i))
 
@@ -160,8 +167,15 @@ class Clients(Worker):
             self._open(i)
             return True
         except TransportError as exc:
-            self.rec.error("connect", exc)
+            self._connect_failed(exc)
             return False
+
+    def _connect_failed(self, exc: TransportError) -> None:
+        """A connection attempt failed: an error, a failed connection, and its reason
+        tallied (what follows the last colon: the address and the call go before it)."""
+        self.rec.error("connect", exc)
+        self.rec.connect_failed += 1
+        self.failures[str(exc).rsplit(": ", 1)[-1] or type(exc).__name__] += 1
 
     def _watch(self, i: int) -> None:
         """Wait on the client's socket as it is now (a reconnect opens a new one)."""
@@ -206,6 +220,8 @@ class Clients(Worker):
         for i in self.started:  # connected before the run
             self._begin(i, next_connect)
         tend_at, tend_from = next_connect + TEND_EVERY_NS // TEND_SLICES, 0
+        down_at = 0
+        down = self.down
         epoll_poll = self.epoll.poll
         most_ns = int(MAX_SLEEP_S * 1e9)
         consumes = self.consumes
@@ -224,6 +240,9 @@ class Clients(Worker):
             if now >= tend_at:
                 tend_at = now + TEND_EVERY_NS // TEND_SLICES
                 tend_from = self._tend(tend_from)
+            if down and now >= down_at:
+                down_at = now + DOWN_TEND_NS
+                self._tend_down()
             if waiting and now >= next_connect and waiting[0][0] <= now:
                 # One connection a turn, then what fell due meanwhile: a client's sends
                 # do not wait for all the others to connect.
@@ -247,12 +266,13 @@ class Clients(Worker):
                     self.flush(intended)
                 client = clients[i]
                 outages = client.transport.outages
-                down = outages.down_since is not None
+                was_down = outages.down_since is not None
                 self._send(i, framed, persistent, intended, now, offset)
                 if loops and i not in self.closed:
                     self._flush_client(client)
-                if down or outages.down_since is not None:
+                if was_down or outages.down_since is not None:
                     self._watch(i)  # a new socket, or none
+                    self._lost(i)
                 if after and client.stream_position % after == 0:
                     self._reopen(i)
 
@@ -265,7 +285,8 @@ class Clients(Worker):
                 continue
             due = min(heap[0][0] if heap else FAR, self.next_boundary, until, tend_at,
                       max(next_connect, waiting[0][0]) if waiting else FAR,
-                      churn[0][0] if churn else FAR, now + most_ns)
+                      churn[0][0] if churn else FAR, down_at if down else FAR,
+                      now + most_ns)
             if consumes and control.draining and not self.setup.checked and \
                     now >= drain_look:
                 # Nothing came for a while in the drain: looked for every 50 ms, not at
@@ -336,6 +357,21 @@ class Clients(Worker):
                 clients[i].call_failed("receive", exc)
             if transport.outages.down_since is not None:
                 self._watch(i)  # lost: its socket is gone
+                self.down.add(i)
+
+    def _lost(self, i: int) -> None:
+        if self.clients[i].transport.outages.down_since is not None:
+            self.down.add(i)
+
+    def _tend_down(self) -> None:
+        """Tend the clients whose connection was lost; those up again are no longer."""
+        clients, down = self.clients, self.down
+        for i in list(down):
+            if i not in self.closed:
+                self._flush_client(clients[i])
+                self._watch(i)
+            if clients[i].transport.outages.down_since is None:
+                down.discard(i)
 
     def _tend(self, first: int) -> int:
         """Tend the next slice of the connected clients; returns where the next slice
@@ -387,7 +423,15 @@ class Clients(Worker):
             if client.arrivals:  # type: ignore[attr-defined]
                 client.settle()  # type: ignore[attr-defined]
 
+    def _tally(self) -> None:
+        """The interval's failed connections by reason, in a note for the log."""
+        if self.failures:
+            tally = "; ".join(f"{n:,} × {reason}" for reason, n in self.failures.most_common())
+            self.rec.notes.append(f"{self.failures.total():,} connections failed: {tally}")
+            self.failures.clear()
+
     def flush(self, at: int) -> None:
+        self._tally()
         if self.consumes:
             self._settle()
             for client in self.clients:
@@ -409,6 +453,7 @@ class Clients(Worker):
         return sum(client.kept() for client in self.clients)
 
     def stream_end(self) -> list[dict[str, object]]:
+        self._tally()  # before the thread's last sample
         ends = []
         for client in self.clients:  # each client a producer, or a consumer, of its own
             if client.tracker is not None:

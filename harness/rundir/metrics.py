@@ -38,7 +38,8 @@ COUNTED = {"sent": "messages_sent", "received": "messages_received", "errors": "
            "lost": "messages_lost", "duplicated": "messages_duplicated",
            "reordered": "messages_reordered", "refused": "sends_refused",
            "in_doubt": "sends_in_doubt", "reconnects": "reconnects", "timeouts": "timeouts",
-           "redelivered": "messages_redelivered", "rebalances": "rebalances", "bytes": "bytes"}
+           "redelivered": "messages_redelivered", "rebalances": "rebalances", "bytes": "bytes",
+           "connect_failed": "connections_failed"}
 QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99", "p99.9": "0.999", "max": "1"}
 LABELS = ["run_id", "node", "group", "module", "destination"]
 # How long the end of a run waits for a scrape that sees its last figures.

@@ -164,6 +164,8 @@ class RunApp(App[None]):
             # With --clients, the clients connected: what a run of many clients watches.
             up = f"{g.clients_up:,}/{g.clients:,} clients" if g.clients else \
                 f"{g.threads_up}/{g.threads}"
+            if c.get("connect_failed"):
+                up += f", {c['connect_failed']:,} failed"
             values = (name, g.module, up, f"{g.rate_now:,.1f}",
                       f"{g.rate_avg:,.1f}", f"{g.total:,}", str(c["errors"]), str(c["lost"]),
                       str(c["duplicated"]), str(c["reordered"]), cpu,

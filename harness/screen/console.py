@@ -71,6 +71,8 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" threads={group.threads_up}/{group.threads}"
         if group.clients:
             text += f" clients={group.clients_up}/{group.clients}"
+            if c.get("connect_failed"):
+                text += f" connect_failed={c['connect_failed']}"
             for metric in ("connect", "subscribe"):
                 made = group.histograms.get(metric)
                 if made is not None and made.get_total_count():
@@ -138,6 +140,10 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
             console.print(f"{name}: {g['connects']} connections p50 {format_us(q['p50'])} p99 "
                           f"{format_us(q['p99'])} max {format_us(q['max'])} (connect to the "
                           "broker's answer)", highlight=False)
+        if g.get("connect_failed"):
+            console.print(f"{name}: {g['connect_failed']:,} connection attempts failed (each "
+                          "an error too; the log tallies each interval's by reason)",
+                          highlight=False)
         if g.get("subscribe", {}).get("max") is not None:
             q = g["subscribe"]
             console.print(f"{name}: subscriptions p50 {format_us(q['p50'])} p99 "

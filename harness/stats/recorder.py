@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 METRICS = ("latency", "service", "delay", "confirm", "connect", "subscribe")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
-            "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us")
+            "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us",
+            "connect_failed")
 
 
 class Sample(NamedTuple):
@@ -58,6 +59,8 @@ class Recorder:
         self.redelivered = 0
         # Changes of the partitions a consumer group gave this consumer (Kafka)
         self.rebalances = 0
+        # A client's connection attempts that failed (--clients; each an error too)
+        self.connect_failed = 0
         self.notes: list[str] = []
         self.partitions: dict[str, tuple[float, int]] | None = None
         self.cpu_us = 0  # set by the cell for the group, never by a thread

@@ -13,7 +13,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import GroupPart, IntervalReport
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class _Record(TypedDict):

@@ -30,7 +30,7 @@ EXIT_SLO = 99
 
 COUNTS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered", "commits",
           "corrupt", "timeouts", "reconnects", "foreign", "unsent", "late", "refused",
-          "in_doubt", "redelivered", "rebalances", "lost_at_tail", "clamped",
+          "in_doubt", "redelivered", "rebalances", "connect_failed", "lost_at_tail", "clamped",
           # a consumer group's lag where its transport reports it (Kafka): messages, as a
           # count is, though a gauge: the summary's is the last interval's
           "lag")

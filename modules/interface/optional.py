@@ -130,15 +130,20 @@ class Multiplexed(ABC):
         """Read and handle what the socket brought (acknowledgements, keep-alive answers);
         a lost connection is an outage the next flush() reconnects."""
 
+    # Whether a consumer that only measures (a Receiver, a Subscriber) can be a client too:
+    # its messages handed over inside readable() (PushedDelivery, inline).
+    consumer_clients: ClassVar[bool] = False
+
     @classmethod
     def multiplexes(cls, settings: Any) -> bool:
         """Whether the role of these settings can be one of many clients of a thread."""
-        return bool(settings.sends_only)
+        return bool(settings.sends_only or (cls.consumer_clients and settings.measures_only))
 
     @classmethod
     def multiplexed_roles(cls) -> str:
         """Which roles multiplexes() takes, for people to read."""
-        return "Sender and Publisher"
+        return "Sender, Publisher, Receiver and Subscriber" if cls.consumer_clients else \
+            "Sender and Publisher"
 
     def multiplexed(self) -> None:
         """Said once, before open(), by a worker that waits on this connection's socket

@@ -7,10 +7,16 @@ are C: the producer pays one release, and only while someone waits.
 
 The loopback broker's queues are inboxes; the network transports put what their client
 library's network thread receives into one, for the worker thread to take.
+
+A consumer that waits on many descriptors at once (many clients a thread) watches an inbox
+instead: it gives an eventfd, takes what is there, and arms the inbox; the next put writes to
+the eventfd once and disarms it. The consumer arms only after finding the deque empty, and
+looks once more after arming, so no put is missed.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -24,7 +30,8 @@ class Full(Exception):
 
 
 class Inbox(Generic[T]):
-    __slots__ = ("capacity", "full_timeout", "items", "mutex", "signal", "waiters")
+    __slots__ = ("armed", "capacity", "full_timeout", "items", "mutex", "signal", "turn",
+                 "waiters", "watchers")
 
     def __init__(self, capacity: int = 0, full_timeout: float = 1.0) -> None:
         self.items: deque[T] = deque()
@@ -35,6 +42,9 @@ class Inbox(Generic[T]):
         self.waiters = 0
         self.capacity = capacity
         self.full_timeout = full_timeout
+        self.watchers: list[int] = []  # eventfds of consumers that watch (watch())
+        self.armed = False
+        self.turn = 0  # the watcher the next ring goes to: one wakes, and takes what is there
 
     def _wake(self) -> None:
         signal = self.signal
@@ -58,6 +68,35 @@ class Inbox(Generic[T]):
         # sees this item or we see it waiting: no lost wake-up.
         if self.waiters:
             self._wake()
+        if self.armed:
+            self.ring()
+
+    # -- watched by consumers that wait on an eventfd
+    def watch(self, fd: int) -> None:
+        self.watchers.append(fd)
+        if not self.arm():
+            self.ring()  # what is there already
+
+    def unwatch(self, fd: int) -> None:
+        if fd in self.watchers:
+            self.watchers.remove(fd)
+
+    def arm(self) -> bool:
+        """After taking everything: the next put rings. False where something came
+        meanwhile (take it, then arm again)."""
+        self.armed = True
+        return not self.items
+
+    def ring(self) -> None:
+        """Wake one watcher (in turn, where several compete for a queue)."""
+        self.armed = False
+        watchers = self.watchers
+        if watchers:
+            self.turn += 1
+            try:  # noqa: SIM105 - on the loopback's per-message path
+                os.eventfd_write(watchers[self.turn % len(watchers)], 1)
+            except (OSError, IndexError):
+                pass  # unwatched meanwhile
 
     def _wait_for_space(self) -> None:
         deadline = time.monotonic() + self.full_timeout
@@ -70,6 +109,8 @@ class Inbox(Generic[T]):
         self.items.extendleft(reversed(items))
         if self.waiters:
             self._wake()
+        if self.armed:
+            self.ring()
 
     def get(self, timeout: float) -> T | None:
         items = self.items
