@@ -10,8 +10,8 @@ test:
 # a time but for the tests that time the machine.
 test-quick:
 	bash contrib/setup/venv.sh
-	.venv/bin/python -m pytest -q -n 2 -m "not servers and not spark and not slow and not alone"
-	.venv/bin/python -m pytest -q -m "alone and not servers and not spark and not slow"
+	.venv/bin/python -m pytest -q -n 2 -m "not servers and not spark and not slow and not browser and not alone"
+	.venv/bin/python -m pytest -q -m "alone and not servers and not spark and not slow and not browser"
 
 bench:
 	bash contrib/setup/venv.sh

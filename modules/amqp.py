@@ -69,7 +69,8 @@ QUEUE_TYPES = ("classic", "quorum", "stream")
 
 _BASE = (Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT
          | Capability.TRANSACTIONS | Capability.DURABLE | Capability.REQUEST_REPLY
-         | Capability.TEMP_QUEUES | Capability.PROPERTIES)
+         | Capability.TEMP_QUEUES | Capability.PROPERTIES | Capability.TTL
+         | Capability.PRIORITY)
 FLAVOURS = ("rabbitmq", "generic")  # generic: no quorum queues, streams or direct reply-to
 
 
@@ -268,6 +269,8 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
         super().__init__(settings)
         o = settings.options
         self.o = o
+        # --ttl as AMQP's expiration: milliseconds, as text
+        self.expiration = str(round(settings.ttl * 1000)) if settings.ttl else None
         self.conn: Any = None
         self.channel: Any = None
         self.generation = 0  # the channel's number: delivery tags are a channel's own
@@ -495,7 +498,8 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
         properties = pika.BasicProperties(
             headers=headers, correlation_id=message.correlation_id,
             reply_to=message.reply_to.name if message.reply_to is not None else None,
-            delivery_mode=2 if message.persistent else None)
+            delivery_mode=2 if message.persistent else None, expiration=self.expiration,
+            priority=self.settings.priority)
         try:
             self.channel.basic_publish(route[0], route[1], message.body, properties,
                                        self.o.mandatory)

@@ -50,7 +50,8 @@ DEFAULT_CREDIT = 100
 SETTLE_MODES = ("at-least-once", "at-most-once")
 
 _BASE = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | \
-    Capability.REQUEST_REPLY | Capability.TEMP_QUEUES | Capability.PROPERTIES
+    Capability.REQUEST_REPLY | Capability.TEMP_QUEUES | Capability.PROPERTIES | \
+    Capability.TTL | Capability.PRIORITY
 # Transactions: Proton's blocking API has none, so every flavour refuses -tx.
 FLAVOURS: dict[str, Capability] = {
     # RabbitMQ 3.x's plugin ignores selector filters and has no durable subscriptions.
@@ -309,6 +310,10 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
             out.reply_to = self._address(message.reply_to)
         if message.persistent:
             out.durable = True
+        if self.settings.ttl:
+            out.ttl = self.settings.ttl  # the header's ttl, in seconds here
+        if self.settings.priority is not None:
+            out.priority = self.settings.priority
         try:
             delivery = link.send(out)
         except (proton.ProtonException, OSError) as exc:

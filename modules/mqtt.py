@@ -117,7 +117,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
 
     @classmethod
     def capabilities_for(cls, settings: Settings[Any]) -> Capability:
-        return FLAVOURS[cls.flavour_of(settings)][0]
+        capabilities, _, default, _ = FLAVOURS[cls.flavour_of(settings)]
+        if (settings.protocol or default) == "5":  # a message expiry interval
+            capabilities |= Capability.TTL
+        return capabilities
 
     @classmethod
     def problems(cls, settings: Settings[MqttOptions]) -> list[tuple[str, str]]:
@@ -132,6 +135,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             out.append(("--qos", f"MQTT QoS on {name} is 0 to {top_qos}"))
         if options.session_expiry and (version != "5" or options.clean):
             out.append(("--session-expiry", "needs MQTT 5 and --no-clean"))
+        if settings.ttl and version != "5":
+            out.append(("--ttl", "a message expiry is MQTT 5's: add --protocol 5"))
+        elif settings.ttl and settings.ttl != int(settings.ttl):
+            out.append(("--ttl", "MQTT 5's message expiry is in whole seconds"))
         if settings.replies and not capabilities & Capability.QUEUES and \
                 settings.threads * settings.processes > 1:
             out.append(("-nt", f"{name} has no shared subscriptions: run one Responder, or "
@@ -147,6 +154,11 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         self.v5 = (settings.protocol or default) == "5"
         self.qos = settings.options.qos
         self.retain = settings.options.retain
+        # --ttl: every publish's message expiry interval (MQTT 5 properties)
+        self.expiry: Any = None
+        if self.v5 and settings.ttl:
+            self.expiry = Properties(PacketTypes.PUBLISH)
+            self.expiry.MessageExpiryInterval = int(settings.ttl)
         self.clean = settings.options.clean
         self.client: Any = None
         self.connected = threading.Event()
@@ -335,12 +347,16 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 properties.ResponseTopic = reply
             if correlation:
                 properties.CorrelationData = correlation.encode()
+            if self.expiry is not None:
+                properties.MessageExpiryInterval = self.expiry.MessageExpiryInterval
         self.send_frame(destination, frame(message, reply, correlation), message.seq,
                         properties)
 
     def send_frame(self, destination: Destination, payload: bytes, seq: int,
                    properties: Any = None) -> None:
         qos = self.qos
+        if properties is None:
+            properties = self.expiry
         info = self.client.publish(destination.name, payload, qos, self.retain, properties)
         if info.rc == paho.MQTT_ERR_QUEUE_SIZE:
             # More than the in-flight window allows is waiting: hold the sender back.

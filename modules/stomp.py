@@ -47,7 +47,8 @@ RECONNECT_EVERY_S = 0.5
 ACK_MODES = ("auto", "client", "client-individual")
 
 _BASE = (Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT
-         | Capability.TRANSACTIONS | Capability.REQUEST_REPLY | Capability.PROPERTIES)
+         | Capability.TRANSACTIONS | Capability.REQUEST_REPLY | Capability.PROPERTIES
+         | Capability.TTL | Capability.PRIORITY)
 FLAVOURS: dict[str, Capability] = {
     "activemq": _BASE | Capability.SELECTORS | Capability.DURABLE | Capability.TEMP_QUEUES,
     "artemis": _BASE | Capability.SELECTORS | Capability.DURABLE,
@@ -263,6 +264,16 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             headers["reply-to"] = self._name(message.reply_to)
         if self.transaction is not None:
             headers["transaction"] = self.transaction
+        s = self.settings
+        if s.ttl:
+            # RabbitMQ's STOMP takes a time to live (AMQP's expiration); the JMS brokers an
+            # instant, the JMS expiration, in epoch milliseconds.
+            if self.flavour == "rabbitmq":
+                headers["expiration"] = str(round(s.ttl * 1000))
+            else:
+                headers["expires"] = str(round((time.time() + s.ttl) * 1000))
+        if s.priority is not None:
+            headers["priority"] = str(s.priority)
         # RabbitMQ refuses persistent:false on a queue its subscriber declared: leave it out.
         event = None
         if message.persistent:

@@ -40,10 +40,18 @@ ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed
                "test_a_subscriber_the_server_cuts_off_as_slow_is_reported_with_its_loss",
                "test_an_http_server_lost_mid_run_is_a_connect_error_not_a_timeout",
                "test_stop_screenshot_reset_and_selection"}
+# Pages rendered in headless Chromium, which the suite's set-up installs: out of the quick
+# tier, which installs nothing.
+BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chromium",
+                 "test_compare_draws_runs_on_shared_axes_labelled_by_what_differs"}
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {
     "test_a_1000_per_second_run_holds_the_rate_every_second_and_does_not_drift",
+    "test_a_consumer_at_500_behind_a_producer_at_1000_builds_500_a_second",
+    "test_consumers_held_until_the_backlog_then_drain_it",
+    "test_a_consumer_latency_of_5ms_caps_a_consumer_thread_near_200_a_second",
+    "test_a_stepped_run_gives_each_step_its_rate_and_percentiles",
     "test_a_loopback_run_meets_the_horizontal_mix_and_completes_every_chain",
     "test_a_loopback_sweep_writes_the_results_table",
     "test_a_low_paced_rate_is_its_own_rate_to_the_digit",
@@ -92,6 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: starts Spark (or builds and installs the wheel)")
     config.addinivalue_line("markers", "slow: a run of several seconds")
     config.addinivalue_line("markers", "alone: runs with no other test beside it")
+    config.addinivalue_line("markers", "browser: renders a page in headless Chromium")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -103,6 +112,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if item.originalname in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if item.originalname in BROWSER_TESTS:
+            item.add_marker(pytest.mark.browser)
         if module in ALONE_MODULES or item.originalname in ALONE_TESTS or \
                 item.name in ALONE_TESTS:
             item.add_marker(pytest.mark.alone)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,9 +14,7 @@ from typing import Any
 import psutil
 import pytest
 from hdrh.log import HistogramLogReader
-from PIL import Image
 
-from harness.merge.report import PALETTE
 from harness.merge.spark import MergeError, merge, session
 from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.spec.group import GroupSpec
@@ -25,6 +22,7 @@ from harness.spec.run import RunSpec
 from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.records import SCHEMA_VERSION
+from tests.browser import chart_pixels, chromium
 
 INTERVAL = 1.0
 
@@ -158,26 +156,7 @@ def test_corrupt_inputs_are_counted_and_bad_sets_refused(spark: Any, tmp_path: P
             merge(spark, [str(p) for p in paths], str(tmp_path / "bad"), say=lambda _: None)
 
 
-def _chromium(page: Path, screenshot: Path) -> list[str]:
-    """Load page in headless Chromium; returns what its pages wrote to the console."""
-    done = subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-         "--v=0", f"--screenshot={screenshot}", "--window-size=1000,3000",
-         f"file://{page}"], capture_output=True, text=True, timeout=120)
-    assert screenshot.exists(), done.stderr[-2000:]
-    return [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
-
-
-def _chart_pixels(screenshot: Path) -> int:
-    """Pixels drawn in the report's line colours."""
-    colours = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in PALETTE[:4]}
-    image = Image.open(screenshot).convert("RGB")
-    return sum(count for count, colour in image.getcolors(1 << 24) or []
-               if any(sum(abs(a - b) for a, b in zip(colour, c, strict=True)) < 30
-                      for c in colours))
-
-
-def test_the_merge_cli_on_two_real_loopback_runs_and_its_report_in_chromium(
+def test_the_merge_cli_on_two_real_loopback_runs_and_its_report_inchromium(
         harness: Any, tmp_path: Path) -> None:
     runs = []
     for node in ("a", "b"):
@@ -209,14 +188,14 @@ def test_the_merge_cli_on_two_real_loopback_runs_and_its_report_in_chromium(
     # Self-contained: nothing that could fetch (the only URL is the SVG namespace's name).
     for fetching in ("<script", "<link", "src=", "href=", "url(", "@import"):
         assert fetching not in html, fetching
-    console = _chromium(page, tmp_path / "report.png")
+    console = chromium(page, tmp_path / "report.png")
     assert console == []
-    assert _chart_pixels(tmp_path / "report.png") > 2000
+    assert chart_pixels(tmp_path / "report.png") > 2000
     # The checks can fail: a page with a script error is caught, an empty one has no lines.
     bad = tmp_path / "bad.html"
     bad.write_text("<html><body><script>throw new Error('x')</script></body></html>")
-    assert _chromium(bad, tmp_path / "bad.png")
-    assert _chart_pixels(tmp_path / "bad.png") == 0
+    assert chromium(bad, tmp_path / "bad.png")
+    assert chart_pixels(tmp_path / "bad.png") == 0
 
 
 def test_report_for_a_single_run_without_spark(harness: Any, loopback_run: Any) -> None:

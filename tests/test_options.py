@@ -109,22 +109,23 @@ ROLE_NAMES = ("Sender", "Receiver", "Publisher", "Subscriber", "Requestor", "Res
 # A value other than the default for each common option a transport could ignore.
 PROBES = {"type": "text", "property": ["a=1"], "correlation-id": "c", "persistent": True,
           "transacted": True, "selector": "a = 1", "durable-name": "d", "client-id": "c",
-          "user": "u", "tls": True, "reply-timeout": 2.0, "crc": 0.5}
+          "user": "u", "tls": True, "reply-timeout": 2.0, "crc": 0.5, "ttl": 5.0,
+          "priority": 3}
 SENDS = ("type", "property", "correlation-id")
 # What each transport takes of the probes, for the roles that send and for those that only
 # receive; every other probe is refused before the run. Written from what each transport does
 # with the option (its file says how): an option that starts being accepted without a use,
 # or refused where it had one, fails here.
 TAKES = {
-    "amqp": "persistent transacted client-id user tls",
-    "amqp10": "persistent client-id user tls",
+    "amqp": "persistent ttl priority transacted client-id user tls",
+    "amqp10": "persistent ttl priority client-id user tls",
     "http": "user tls",
     "kafka": "transacted client-id user tls",  # a transactional producer's sends
     "loopback": "transacted",
     "mqtt": "client-id user tls",
     "nats": "client-id user tls",
     "redis": "transacted client-id user tls",  # MULTI/EXEC around a producer's sends
-    "stomp": "persistent transacted client-id user tls",
+    "stomp": "persistent ttl priority transacted client-id user tls",
 }
 HAS_PROPERTIES = {"amqp", "amqp10", "http", "loopback", "nats", "stomp"}
 # Where the broker filters or keeps a subscription: (transport, role) -> probes.
@@ -155,7 +156,7 @@ def test_every_transport_and_role_accepts_only_the_options_it_uses() -> None:
             sends, receives = role in SIDES["send"], role in SIDES["receive"]
             expected = set(TAKES[name].split())
             if not sends:
-                expected.discard("persistent")
+                expected -= {"persistent", "ttl", "priority"}
             if (name, role) in NOT_IN_A_TRANSACTION:
                 expected.discard("transacted")
             if sends and role != "Responder":  # a Responder sends the request's own body

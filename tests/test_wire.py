@@ -179,6 +179,8 @@ CASES = [
     Wire("stomp.Sender", "--property probe=4711", rb"\nprobe:4711\n"),
     Wire("stomp.Sender", "-co corr4711", rb"\ncorrelation-id:corr4711"),
     Wire("stomp.Sender", "-pp", rb"\npersistent:true\n"),
+    Wire("stomp.Sender", "--ttl 4711", rb"\nexpires:1\d{12}\n"),
+    Wire("stomp.Sender", "--priority 7", rb"\npriority:7\n"),
     Wire("stomp.Sender", "-tx", rb"(\A|\x00)BEGIN\n"),
     Wire("stomp.Sender", "--client-id client4711", rb"\nclient-id:client4711"),
     Wire("stomp.Sender", "--user user4711 --password pw", rb"\nlogin:user4711\n"),
@@ -196,6 +198,8 @@ CASES = [
     Wire("mqtt.Publisher", "--tls", TLS),
     Wire("mqtt.Publisher", "--keepalive 4711", rb"MQTT[\x04\x05].\x12\x67"),
     Wire("mqtt.Publisher", "--qos 1", mqtt_publish(lambda first: (first >> 1) & 3 == 1)),
+    # MQTT 5's message expiry interval: property 2, four bytes of seconds
+    Wire("mqtt.Publisher", "--ttl 4711", rb"\x02\x00\x00\x12\x67", "--protocol 5"),
     Wire("mqtt.Publisher", "--retain", mqtt_publish(lambda first: first & 1 == 1)),
     Wire("mqtt.Subscriber", "--no-clean", mqtt_connect_flags(lambda flags: not flags & 2),
          "--client-id sub4711"),
@@ -208,6 +212,8 @@ CASES = [
     Wire("amqp.Sender", "--property probe=4711", rb"\x05probe"),
     Wire("amqp.Sender", "-co corr4711", amqp_header(lambda p: p.correlation_id == "corr47110")),
     Wire("amqp.Sender", "-pp", amqp_header(lambda p: p.delivery_mode == 2)),
+    Wire("amqp.Sender", "--ttl 4.711", amqp_header(lambda p: p.expiration == "4711")),
+    Wire("amqp.Sender", "--priority 7", amqp_header(lambda p: p.priority == 7)),
     Wire("amqp.Sender", "-tx", amqp_method(pika.spec.Tx.Select)),
     Wire("amqp.Sender", "--client-id client4711", rb"client4711"),
     Wire("amqp.Sender", "--user user4711 --password pw", rb"\x00user4711\x00"),
@@ -263,6 +269,9 @@ CASES = [
     Wire("amqp10.Sender", "-co corr4711", rb"corr4711"),
     # the header section (descriptor 0x70) with durable true first
     Wire("amqp10.Sender", "-pp", rb"\x00\x53\x70[\xc0\xd0].{1,8}?\x41"),
+    # The header's fields: durable, priority (a ubyte), ttl (milliseconds, a uint)
+    Wire("amqp10.Sender", "--priority 7", rb"\x00\x53\x70[\xc0\xd0].{1,8}?\x50\x07"),
+    Wire("amqp10.Sender", "--ttl 4.711", rb"\x00\x53\x70[\xc0\xd0].{1,12}?\x70\x00\x00\x12\x67"),
     Wire("amqp10.Sender", "--client-id client4711", rb"client4711"),
     Wire("amqp10.Sender", "--user user4711 --password pw", rb"\x00user4711\x00"),
     Wire("amqp10.Sender", "--tls", TLS),

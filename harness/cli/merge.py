@@ -1,4 +1,5 @@
-"""`harness merge` (many nodes, on Spark) and `harness report` (one run, without Spark)."""
+"""`harness merge` (many nodes, on Spark), `harness report` (one run, without Spark) and
+`harness compare` (several runs on shared axes)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,28 @@ def report_command(
     console.print(f"wrote {target}", markup=False)
 
 
+
+
+@app.command("compare")
+def compare_command(
+    run_dirs: Annotated[list[Path], typer.Argument(
+        help="Two or more run directories (of brokers, versions, settings).",
+        show_default=False)],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="Where to write it.")] = Path("compare.html"),
+    tag: Annotated[str | None, typer.Option(
+        "--tag", help="The metric to compare, GROUP.METRIC (default: the first consumer's "
+        "latency the runs have in common, e.g. receiver.latency).")] = None,
+) -> None:
+    """compare.html: several runs on shared axes (latency distribution, throughput, latency
+    against attempted rate), each labelled by what differs between their manifests."""
+    from harness.merge.compare import compare
+
+    for run_dir in run_dirs:
+        if not (run_dir / "manifest.json").is_file():
+            raise BadInput("RUN_DIR", f"{run_dir} is not a run directory (no manifest.json)")
+    page, names, compared = compare(run_dirs, tag)
+    output.write_text(page)
+    for run_dir, name in zip(run_dirs, names, strict=True):
+        console.print(f"  {run_dir.name}: {name}", markup=False)
+    console.print(f"wrote {output} ({compared})", markup=False)

@@ -146,6 +146,9 @@ def run(
     if on_cluster is None and nodes is not None:
         spec.nodes = nodes
     validate_run(spec)
+    if spec.backlog and on_cluster is not None:
+        raise BadInput("--backlog", "one node's controller releases its consumers: not with "
+                       "--cluster")
     thresholds(spec)
     raise typer.Exit(execute(spec, ui, on_cluster).exit_code)
 
@@ -239,6 +242,8 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
     for g in spec.groups:
         each = "client" if g.clients else "thread"
         pace = f"{g.per_thread_rate:g}/s per {each}" if g.per_thread_rate else "unthrottled"
+        if g.rate_steps:
+            pace = f"rate steps {g.rate_steps} (the group's msg/s)"
         clients = f" x{g.clients} clients" if g.clients else ""
         console.print(f"  {g.name}: {g.module} -d {g.destination} x{g.threads} threads"
                       f"{clients} x{g.processes} processes, {g.size} B, {pace}", markup=False)

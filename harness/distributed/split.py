@@ -13,6 +13,7 @@ import copy
 import re
 
 from harness.spec.run import RunSpec
+from harness.spec.steps import scale_steps
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -31,6 +32,8 @@ def node_spec(run: RunSpec, nodes: int, node: str, run_id: str) -> RunSpec:
     for group in spec.groups:
         if group.rate:
             group.rate = group.rate / nodes
+        if group.rate_steps:  # the group's rates, as --rate is
+            group.rate_steps = scale_steps(group.rate_steps, 1.0 / nodes)
     return spec
 
 
@@ -45,6 +48,8 @@ def given_lines(run: RunSpec, nodes: int) -> list[str]:
         pace = "unthrottled"
         if rate:
             split = f"; --rate {group.rate:,.1f} / {nodes} nodes" if group.rate else ""
+            if group.rate_steps:
+                split = f"; --rate-steps {given.rate_steps}, the first step's shown"
             pace = f"{rate * threads:,.1f}/s ({rate:g}/s x {threads} {each}{split})"
         count = f", {given.messages} messages per thread" if given.messages else ""
         lines.append(f"  {group.name}: each node {threads} {each}, {pace}{count}")

@@ -14,9 +14,10 @@ import os
 import sys
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hdrh.histogram import HdrHistogram
 
@@ -32,8 +33,11 @@ from harness.modules import transport_class
 from harness.modules.interface.base import Transport
 from harness.modules.interface.optional import EmbeddedBroker, PushedDelivery
 from harness.spec.group import GroupSpec
+from harness.spec.payloads import read_payloads
 from harness.spec.roles import metrics_for
-from harness.spec.run import RunSpec
+from harness.spec.run import RunSpec, run_steps
+from harness.spec.sizes import parse_sizes
+from harness.spec.steps import step_at, step_bounds
 from harness.spec.topology import endpoints, is_consumer, is_producer
 from harness.stats.figures import cpu_shares, role_count
 from harness.stats.histogram import empty, encode, fold_many, new_histogram
@@ -98,7 +102,10 @@ PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def message_body(group: GroupSpec) -> bytes:
-    if group.body_file:
+    """The group's body: a size mix's cut from its largest."""
+    if group.sizes:
+        group = replace(group, sizes=None, size=parse_sizes(group.sizes).largest)
+    if group.body_file and not group.payload_split:
         with open(group.body_file, "rb") as f:
             return f.read()
     # Random rather than repeated bytes, so that a compressing broker or link sees realistic
@@ -162,15 +169,20 @@ class Cell:
         self.run = plan.run
         # Placed at 0 until start() knows the common clock.
         self.control = Control(Timeline.of(self.run, 0), int(DRAIN_IDLE_S * 1e9))
+        self.control.held = bool(self.run.backlog)
         self.outbox: deque[Handoff] = deque()
         self.streams: list[StreamEnd] = []
         self.workers: list[Worker] = []
         self.collector: threading.Thread | None = None
         self.bodies: dict[int, bytes] = {}
+        # Per group, its bodies read from files, each with its CRC (--payload-dir, -split).
+        self.payloads: dict[int, list[tuple[bytes, int]]] = {}
         self.thread_counts: dict[int, int] = {}
         self.floor = FloorProbe()
         self.rss_start = 0
         self.checked = {key: point.checked for key, point in endpoints(self.run).items()}
+        steps = run_steps(self.run)
+        self.step_ends = step_bounds(steps, self.run.warmup) if steps else []
 
     def _new_worker(self, g: int) -> Worker:
         group = self.run.groups[g]
@@ -197,7 +209,8 @@ class Cell:
         return WorkerSetup(group, g, self.plan.process_index, thread, run.node, self.control,
                            self.outbox, transport, self.bodies[g],
                            self.plan.exclusive.get(g, False), int(run.reorder_window * 1e9),
-                           copy, run.seed, self.plan.run_id, self.checked[group.endpoint])
+                           copy, run.seed, self.plan.run_id, self.checked[group.endpoint],
+                           run.warmup, self.payloads.get(g, []))
 
     # -- lifecycle, called by the controller
     def prepare(self) -> None:
@@ -213,6 +226,9 @@ class Cell:
                 transport.start_broker(run.options)
         for g in self.plan.group_indexes:
             self.bodies[g] = message_body(run.groups[g])
+            group = run.groups[g]
+            self.payloads[g] = [(body, zlib.crc32(body)) for body in read_payloads(
+                group.payload_dir, group.body_file, group.payload_split)]
             for _ in range(run.groups[g].threads):
                 self.workers.append(self._new_worker(g))
         for worker in self.workers:
@@ -264,6 +280,8 @@ class Cell:
                 worker.next_boundary = int(timeline.bounds(worker.interval_index)[1])
         control.produce_until_ns = min(control.produce_until_ns, int(timeline.stop or stop))
         control.draining = True
+        # --backlog never reached: the consumers held take what was sent, in the drain.
+        control.held = False
         control.wake.set()
 
     def stop(self) -> None:
@@ -275,6 +293,10 @@ class Cell:
                 worker.transport.interrupt()  # a pushed consumer waiting in receive()
 
     # -- live changes (the live screen's keys), called between start and stop
+    def release(self) -> None:
+        """--backlog: the destinations hold the backlog asked for; the consumers go."""
+        self.control.held = False
+
     def pause(self, paused: bool) -> None:
         self.control.paused = paused
         for worker in self.workers:
@@ -457,6 +479,8 @@ class Cell:
         report = IntervalReport(self.plan.process_index, os.getpid(), index,
                                 start + EPOCH_OFFSET_NS, (end - start) / 1e9, end_ns is not None,
                                 self._cpu(used), timeline.phase(index))
+        if self.step_ends:
+            report.step = step_at(self.step_ends, (start - timeline.start) / 1e9)
         if end_ns is not None:
             report.streams = self.streams
             report.floor = self.floor.stop()

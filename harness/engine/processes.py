@@ -21,7 +21,7 @@ from harness.errors import StartFailure
 from harness.stats.reports import DoneReport, Report
 
 READY_TIMEOUT_S = 120.0
-LIVE_COMMANDS = ("pause", "set_rate", "add_thread")
+LIVE_COMMANDS = ("pause", "set_rate", "add_thread", "release")
 CHILD_LOOK_S = 2.0
 
 
@@ -49,7 +49,7 @@ class LocalCell:
         self.cell.stop()
 
     def command(self, name: str, *args: Any) -> None:
-        """A live change: pause, set_rate or add_thread."""
+        """A live change: pause, set_rate, add_thread, or release (--backlog)."""
         getattr(self.cell, name)(*args)
 
     def join(self, timeout: float) -> None:

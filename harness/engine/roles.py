@@ -10,6 +10,13 @@ from the timestamps the message carries. Metrics per role, all in microseconds:
 - delay: actual send minus intended send (paced producers only).
 - confirm: actual send to the broker's confirmation (producers on a transport with publisher
   confirms turned on; the transport times it, harness.modules.interface.feedback).
+- process: a slow consumer's time on a message (--consumer-latency), after it is measured
+  and before it is acknowledged.
+
+A slow consumer (--consumer-rate, --consumer-latency) takes each message on its own thread
+(pull, never pushed): one it has not taken stays with the broker or the client library, as
+with a real consumer that is busy, and the message's latency is from its intended send to
+when the consumer took it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from harness.modules.interface.optional import (
     PushedDelivery,
     TemporaryQueues,
 )
+from harness.spec.worktime import parse_work_time
 
 _unpack, _SIZE = PREFIX.unpack_from, PREFIX.size
 # Messages measured in a batch: one arriving costs only its timestamp, and the measuring runs
@@ -151,6 +159,24 @@ class Consumer(Worker):
         self.handles = type(self).handle is not Consumer.handle
         self.commit_every = self.group.commit_count if self.group.transacted else 0
         self.arrivals: list[tuple[int, bytes]] = []
+        group = self.group
+        self.slow = bool(group.consumer_rate or group.consumer_latency)
+        self.gap_ns = 1e9 / group.consumer_rate if group.consumer_rate else 0.0
+        if group.consumer_latency:
+            # The time is spent in handle(), between the measuring and the acknowledgement.
+            self.work_time = parse_work_time(group.consumer_latency).sampler(self.producer_id)
+            self.handles = True
+            self.handle = self._work_then(self.handle)  # type: ignore[method-assign]
+
+    def _work_then(self, handle: Callable[[Message], str]) -> Callable[[Message], str]:
+        work_time, sleep = self.work_time, time.sleep
+
+        def working(message: Message) -> str:
+            began = now_ns()
+            sleep(work_time())
+            self.rec.process.append((now_ns() - began) // 1000)
+            return handle(message)
+        return working
 
     def parts(self) -> None:
         """The optional parts this consumer uses, asked once its connection is open: whether
@@ -199,11 +225,14 @@ class Consumer(Worker):
                 self.rec.error("consume", exc)
 
     def work(self) -> None:
+        if self.role.measures_only and not self.held():
+            return
         receive, consume, lock = self.transport.receive, self.consume, self.lock
         pushed = False
         # Transacted sessions stay on this thread: begin, acks and commits must not interleave.
         pusher = self.pusher
-        if pusher is not None and not self.group.transacted and self.push_safe():
+        if pusher is not None and not self.group.transacted and self.push_safe() and \
+                not self.slow:
             with lock:  # what arrived before the start is measured first, in order
                 if pusher.deliver(*self.sinks()):
                     pushed = not self.inline
@@ -231,10 +260,18 @@ class Consumer(Worker):
         # each arrival already looked at the interval clock (_arrived, measure): after such
         # a receive there is nothing to check, and no other thread to lock out.
         inline, counted = self.inline, self.count
+        # --consumer-rate: message k since the consumer last found nothing waiting is taken
+        # no earlier than k gaps after the first (a consumer that waited for messages banks
+        # no time to take a burst with).
+        gap, taken, first = self.gap_ns, 0, 0
         while control.consuming and not self.done:
             timeout = POLL_S
             if pushed:
                 timeout = min(max(self.next_boundary - now_ns(), 0) / 1e9, PUSHED_LOOK_S)
+            elif taken and gap:
+                due = first + int(taken * gap)
+                if now_ns() < due and not self.sleep_until(due, "consuming"):
+                    break
             try:
                 # Pushed: returns None after the timeout, and reconnects a lost connection.
                 message = receive(timeout)
@@ -245,8 +282,13 @@ class Consumer(Worker):
                 # spin this thread: the pause a producer makes after a failed send.
                 time.sleep(ERROR_PAUSE_S)
             if message is not None:
+                if gap:
+                    if not taken:
+                        first = now_ns()
+                    taken += 1
                 consume(message, now_ns())
                 continue
+            taken = 0
             if inline and self.count != counted:
                 counted = self.count
                 continue

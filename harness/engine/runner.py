@@ -353,7 +353,9 @@ class Controller(LiveControls):
                 name, args = self.commands.get_nowait()
             except queue.Empty:
                 return
-            if name == "add_thread":
+            if name == "release":
+                targets = self.cells
+            elif name == "add_thread":
                 holders = [c for c in self.cells if args[0] in c.plan.group_indexes]
                 targets = [holders[(self.added[args[0]] - 1) % len(holders)]]
             else:
@@ -363,6 +365,8 @@ class Controller(LiveControls):
             event: dict[str, Any] = {"time": time.time() - (self.start_s or 0), "action": name}
             if name == "pause":
                 event["paused"] = args[0]
+            elif name == "release":
+                event["backlog"] = self.stats.fill.now if self.stats.fill else 0
             else:
                 event["group"] = self.run.groups[args[0]].name
                 if name == "set_rate":
@@ -577,6 +581,8 @@ class Controller(LiveControls):
                     memory["rss_start"] = self.broker_rss_start
             view = self.stats.merge(index, start - self.start_s, given, broker_cpu,
                                     machine_cpu, memory)
+            if self.stats.released:  # --backlog: the destinations hold what was asked
+                self.commands.put(("release", ()))
             closed = Closed(index, start, view, given, machine_cpu, broker, memory)
             del pending[index]
             for sink in self.sinks:

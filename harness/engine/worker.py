@@ -10,7 +10,7 @@ import zlib
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from harness.clock import now_ns
@@ -19,6 +19,8 @@ from harness.modules.interface.base import COMMIT_IN_DOUBT, Transport, Transport
 from harness.modules.interface.message import Destination
 from harness.modules.interface.optional import ClientLoop, Transactions
 from harness.spec.roles import ROLES
+from harness.spec.sizes import DECK, parse_sizes
+from harness.spec.steps import burst_share, parse_burst
 from harness.spec.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
 from harness.stats.timeline import Timeline
@@ -31,8 +33,6 @@ if TYPE_CHECKING:
 POLL_S = 0.05
 # Longest single sleep while pacing, so that stop requests are seen promptly.
 MAX_SLEEP_S = 0.05
-# Bodies in a size mix's deck: enough that the drawn mix is close to the weights.
-DECK = 200
 # Messages counted one by one as unsent at the stop, at most (a producer stalled for long at a
 # high rate is behind by more than this; the rest are not counted).
 MAX_UNSENT = 10_000_000
@@ -53,6 +53,8 @@ class Control:
         self.consuming = True
         self.draining = False
         self.paused = False  # producers hold (the live screen's p), consumers go on
+        # --backlog: consumers that only measure hold until the controller releases them
+        self.held = False
         self.rates: dict[int, float] = {}  # per-thread rates changed live, by group index
         # Wakes the cell's collector before its next look: a worker finished, the drain or
         # the stop came.
@@ -91,6 +93,9 @@ class WorkerSetup:
     # Its destination's delivery is balanced by the controller, which ends the drain when
     # everything sent there arrived; elsewhere a consumer ends it after an idle spell.
     checked: bool = False
+    warmup_s: float = 0.0  # the run's warm-up, which a stepped rate's first step takes in
+    # Bodies read from files, with their CRCs, sent in turn (harness.spec.payloads)
+    payloads: list[tuple[bytes, int]] = field(default_factory=list)
 
 
 class Worker(threading.Thread, ABC):
@@ -120,12 +125,17 @@ class Worker(threading.Thread, ABC):
                                        group.destination_for(setup.copy, setup.thread_index))
         self.body = setup.body
         self.body_crc = zlib.crc32(setup.body)
-        # With a size mix, a deck of bodies drawn by weight, dealt in turn: (body, crc).
-        self.deck: list[tuple[bytes, int]] = []
-        if group.size_mix:
+        # With sizes that vary, a deck of bodies drawn for this thread, dealt in turn: (body,
+        # crc); with bodies from files, those.
+        self.deck: list[tuple[bytes, int]] = list(setup.payloads)
+        sizes: list[int] = []
+        if group.size_mix:  # a scenario's
             draw = random.Random(self.stream_name)
             sizes = draw.choices([z for z, _ in group.size_mix],
-                                 [w for _, w in group.size_mix], k=DECK)
+                                 [w for _, w in group.size_mix], k=DECK)  # a scenario's
+        elif group.sizes:
+            sizes = parse_sizes(group.sizes).deck(self.stream_name)
+        if sizes:
             cut = {z: setup.body[:z] for z in set(sizes)}
             crcs = {z: zlib.crc32(b) for z, b in cut.items()}
             self.deck = [(cut[z], crcs[z]) for z in sizes]
@@ -166,8 +176,15 @@ class Worker(threading.Thread, ABC):
         if rate and self.produces():
             # Thread k of the group's N runs k/N of a gap behind the first.
             phase = (n - 1) % total / total
+            # Steps from the start of the run (this thread starts -wi later).
+            steps = group.thread_steps(setup.warmup_s)
+            burst = None
+            if group.burst:
+                size, every = parse_burst(group.burst)
+                burst = (burst_share(size, total, n - 1), every)
             self.schedule = Schedule(self.start_time(), rate, group.ramp, group.poisson,
-                                     seed=f"{setup.seed}:{self.stream_name}", phase=phase)
+                                     seed=f"{setup.seed}:{self.stream_name}", phase=phase,
+                                     steps=steps, burst=burst)
 
     def produces(self) -> bool:
         return self.role.produces
@@ -466,6 +483,19 @@ class Worker(threading.Thread, ABC):
             self.hold()
             resumed = True
         self.take_rate(control.rates.get(self.key[0]), resumed)
+        return True
+
+    def held(self) -> bool:
+        """--backlog: while the consumers are held, hand off empty intervals and keep the
+        connection (hold()); False if told to stop meanwhile."""
+        control = self.control
+        while control.held:
+            if not control.consuming:
+                return False
+            now = now_ns()
+            if now >= self.next_boundary:
+                self.flush(now)
+            self.hold()
         return True
 
     def hold(self) -> None:

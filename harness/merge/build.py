@@ -18,6 +18,7 @@ from harness.merge.core import (
     node_figures,
     slot_of,
 )
+from harness.merge.report import attempted_rate
 from harness.rundir.reader import Intervals, Records
 from harness.stats.backlog import warmup_note
 from harness.stats.figures import CLIENT_CPU_LIMIT
@@ -96,7 +97,8 @@ def run_entry(layout: RunLayout, gathered: Gathered, warnings: list[str],
               "broker_cpu": [[p["t"], p["broker_cpu"]] for p in points
                              if p["broker_cpu"] is not None],
               "groups": figures["groups"], "measured_seconds": figures["measured_seconds"],
-              "spans": spans}
+              "spans": spans, "steps": figures.get("steps"),
+              "attempted": attempted_rate(layout.spec.to_dict())}
     return summary, report
 
 

@@ -8,12 +8,21 @@ import html
 import math
 from typing import Any
 
+from harness.errors import BadInput
+from harness.spec.roles import ROLES
 from harness.stats.figures import cost_cells
 from harness.units import format_us
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#7f7f7f", "#bcbd22")
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 760, 280, 70, 40, 30, 150
+STYLE = ("body{font-family:sans-serif;margin:24px;color:#222}"
+         "table{border-collapse:collapse;margin:8px 0 16px}"
+         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+         "th{background:#f0f0f0}.warnings{background:#fff3f3;border:1px solid #d62728;"
+         "padding:4px 12px}.chart{background:#fff}.frame{fill:#fafafa;stroke:#999}"
+         ".grid{stroke:#ddd}.tick{font-size:11px;fill:#444}.title{font-size:14px;"
+         "font-weight:bold}figure{margin:12px 0}")
 
 
 def _nice(top: float) -> float:
@@ -88,8 +97,105 @@ def _ms(v: float) -> str:
     return format_us(v * 1000)
 
 
+def step_charts(steps: list[dict[str, Any]], groups: dict[str, Any]) -> list[str]:
+    """A stepped run's (--rate-steps) table and charts: what each step asked against what
+    each group achieved, and each group's headline latency against what was asked (RabbitMQ
+    PerfTestMulti's rate-against-latency graph), a point a step."""
+    asked = [next((g["asked"] for g in s["groups"].values() if "asked" in g), None)
+             for s in steps]
+    rows, achieved, latency = [], {}, {}
+    for step, attempt in zip(steps, asked, strict=True):
+        for name, g in step["groups"].items():
+            head = groups[name].get("headline", "latency")
+            p = g.get(head) or {}
+            rows.append([step["step"], f"{step['begin']:g}-{step['end']:g} s", name,
+                         "" if "asked" not in g else f"{g['asked']:,.1f}", f"{g['rate']:,.1f}",
+                         head, *(format_us(p.get(q)) for q in ("p50", "p90", "p99", "p99.9",
+                                                               "max"))])
+            if attempt is None:
+                continue
+            achieved.setdefault(name, []).append([attempt, g["rate"]])
+            if p.get("p50") is not None:
+                for q in ("p50", "p99"):
+                    latency.setdefault(f"{name} {head} {q}", []).append(
+                        [attempt, p[q] / 1000])
+    out = ["<h3>Rate steps (each over its own measured seconds)</h3>", _table(
+        ["step", "span", "group", "asked/s", "rate/s", "metric", "p50", "p90", "p99", "p99.9",
+         "max"], rows)]
+    if achieved:
+        line = sorted({a for a in asked if a is not None})
+        ordered = {"asked": [[a, a] for a in line],
+                   **{n: sorted(v) for n, v in achieved.items()}}
+        out.append(chart("Achieved against attempted rate, a point a step", ordered,
+                         "msgs/s achieved", x_label="msgs/s attempted (the steps' rates)"))
+        out.append(chart("Latency against attempted rate, a point a step",
+                         {n: sorted(v) for n, v in latency.items()}, "ms", y_format=_ms,
+                         x_label="msgs/s attempted (the steps' rates)"))
+    return out
+
+
+def headline_tag(runs: list[dict[str, Any]]) -> str:
+    """The tag every run has, a consumer's latency first: what the charts compare."""
+    common = set.intersection(*(set(r["tags"]) for r in runs)) if runs else set()
+    for suffix in (".latency", ".service"):
+        for tag in sorted(common):
+            if tag.endswith(suffix):
+                return tag
+    if not common:
+        raise BadInput("RUN_DIR", "the runs have no latency metric in common to compare")
+    return sorted(common)[0]
+
+
+def attempted_rate(options: dict[str, Any]) -> float | None:
+    """What a run's producers were asked to send a second in all, of its options (a
+    manifest's): a paced run's; None where one sent as fast as it could, or stepped (its
+    steps say it)."""
+    total = 0.0
+    for group in options.get("groups") or []:
+        if ROLES.get(group.get("module", "").partition(".")[2]) is None or \
+                not ROLES[group["module"].partition(".")[2]].produces:
+            continue
+        if group.get("rate_steps"):
+            return None
+        streams = (group.get("clients") or group.get("threads") or 1) * \
+            (group.get("processes") or 1)
+        rate = group.get("rate") or (group.get("thread_rate") or 0) * streams
+        if not rate:
+            return None
+        total += rate
+    nodes = options.get("nodes") or 1
+    return total * nodes or None
+
+
+def run_point_charts(runs: list[dict[str, Any]], attempted: list[float | None], tag: str
+                     ) -> list[str]:
+    """Runs each paced at a rate of its own (a sweep's): achieved, and the tag's p50 and
+    p99, against each run's attempted rate, a point a run (PerfTestMulti's graph)."""
+    if len(runs) < 2 or any(a is None for a in attempted) or len(set(attempted)) < 2:
+        return []
+    group = tag.rpartition(".")[0]
+    achieved = sorted([a, run["groups"].get(group, {}).get("rate", 0.0)]
+                      for a, run in zip(attempted, runs, strict=True))
+    latency = {q: sorted([a, run["tags"][tag][q] / 1000]
+                         for a, run in zip(attempted, runs, strict=True) if tag in run["tags"])
+               for q in ("p50", "p99")}
+    x_label = "msgs/s attempted (each run's producers)"
+    return [chart("Achieved against attempted rate, a point a run",
+                  {"attempted": [[a, a] for a, _ in achieved], group: achieved},
+                  "msgs/s achieved", x_label=x_label),
+            chart(f"{tag} against attempted rate, a point a run",
+                  {f"{tag} {q}": v for q, v in latency.items()}, "ms", y_format=_ms,
+                  x_label=x_label)]
+
+
 def render(report: dict[str, Any], title: str) -> str:
     parts = [f"<h1>{html.escape(title)}</h1>"]
+    runs = report["runs"]
+    if len(runs) > 1:  # a sweep's: its points side by side first
+        common = set.intersection(*(set(r["tags"]) for r in runs))
+        if common:
+            parts += run_point_charts(runs, [r.get("attempted") for r in runs],
+                                      headline_tag(runs))
     warnings = report.get("warnings") or []
     if warnings:
         parts.append('<div class="warnings"><h2>Warnings</h2><ul>' +
@@ -136,6 +242,8 @@ def render(report: dict[str, Any], title: str) -> str:
               v.get("errors", 0), v.get("lost", 0), v.get("duplicated", 0),
               v.get("reordered", 0), v.get("corrupt", 0), v.get("clamped", 0),
               v.get("unsent", 0), *cost_cells(v)] for g, v in run["groups"].items()]))
+        if run.get("steps"):
+            parts += step_charts(run["steps"], run["groups"])
         if run.get("points_per", 1) > 1:
             parts.append(f"<p>Each point of the charts over time stands for "
                          f"{run['points_per']} intervals ({run['points_per'] * run['interval']:g}"
@@ -169,13 +277,7 @@ def render(report: dict[str, Any], title: str) -> str:
     if skipped:
         parts.append("<p>Skipped input: " + ", ".join(f"{v} {html.escape(k)}"
                                                        for k, v in skipped.items()) + "</p>")
-    style = ("body{font-family:sans-serif;margin:24px;color:#222}"
-             "table{border-collapse:collapse;margin:8px 0 16px}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-             "th{background:#f0f0f0}.warnings{background:#fff3f3;border:1px solid #d62728;"
-             "padding:4px 12px}.chart{background:#fff}.frame{fill:#fafafa;stroke:#999}"
-             ".grid{stroke:#ddd}.tick{font-size:11px;fill:#444}.title{font-size:14px;"
-             "font-weight:bold}figure{margin:12px 0}")
+
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-            f"<title>{html.escape(title)}</title><style>{style}</style></head><body>"
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
             + "".join(parts) + "</body></html>\n")

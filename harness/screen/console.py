@@ -64,6 +64,9 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" lag={lag}"
         if "delay" in group.histograms:
             text += f" delay p99={format_us(percentiles(group.histograms['delay'])['p99'])}"
+        if "process" in group.histograms:
+            q = percentiles(group.histograms["process"])
+            text += f" process p50={format_us(q['p50'])} p99={format_us(q['p99'])}"
         if "confirm" in group.histograms:
             q = percentiles(group.histograms["confirm"])
             text += f" confirm p50={format_us(q['p50'])} p99={format_us(q['p99'])}"
@@ -88,6 +91,10 @@ def interval_lines(view: IntervalView, metrics: dict[str, list[str]],
             text += f" broker={view.broker_cpu:.0f}%"
         lines.append(text + phase)
     lines.extend(node_lines(view))
+    if view.backlog is not None:
+        level, unit, held = view.backlog
+        lines.append(f"{'':>8} backlog {level:,} {unit}" +
+                     (" (consumers held)" if held else ""))
     return lines
 
 
@@ -132,8 +139,44 @@ def summary_table(summary: dict[str, Any]) -> Table:
     return table
 
 
+def steps_table(summary: dict[str, Any]) -> Table:
+    """--rate-steps: each step's rate asked and achieved and its headline percentiles, per
+    group: a rate-against-latency table from one run."""
+    table = Table(title="Rate steps (each over its own measured seconds)")
+    for column in ("step", "from", "to", "group", "asked/s", "rate/s", "metric", "p50", "p90",
+                   "p99", "p99.9", "max"):
+        table.add_column(column, justify="left" if column in ("group", "metric") else "right")
+    for step in summary["steps"]:
+        for name, g in step["groups"].items():
+            head = summary["groups"][name]["headline"]
+            p = g.get(head)
+            cells = [format_us(p[q]) for q in ("p50", "p90", "p99", "p99.9", "max")] if p \
+                else ["-"] * 5
+            table.add_row(str(step["step"]), f"{step['begin']:g}s", f"{step['end']:g}s", name,
+                          f"{g['asked']:g}" if "asked" in g else "", f"{g['rate']:.1f}",
+                          metric_label(head, summary["groups"][name].get("closed_loop", False)),
+                          *cells)
+    return table
+
+
+def backlog_text(b: dict[str, Any]) -> str:
+    """--backlog's fill and drain, in a line."""
+    goal = f"{b['goal']:,} {b['unit']}"
+    if "fill_seconds" not in b:
+        return f"backlog: never reached {goal} (at the end: {b.get('at_end', 0):,})"
+    text = (f"backlog: filled to {b['at_release']:,} {b['unit']} (asked {goal}) in "
+            f"{b['fill_seconds']:.1f} s, then the consumers were released; ")
+    if "drain_seconds" not in b:
+        return text + f"not drained by the end ({b['at_end']:,} left)"
+    rate = b.get("drain_rate")
+    return text + (f"drained in {b['drain_seconds']:.1f} s, the consumers taking "
+                   f"{rate:,.1f} msg/s meanwhile" if rate is not None else "drained at once")
+
+
 def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     console.print(summary_table(summary))
+    if summary.get("steps"):
+        console.print(steps_table(summary))
     for name, g in summary["groups"].items():
         if g.get("connects"):
             q = g["connect"]
@@ -144,6 +187,11 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
             console.print(f"{name}: {g['connect_failed']:,} connection attempts failed (each "
                           "an error too; the log tallies each interval's by reason)",
                           highlight=False)
+        if g.get("process", {}).get("max") is not None:
+            q = g["process"]
+            console.print(f"{name}: processing p50 {format_us(q['p50'])} p99 "
+                          f"{format_us(q['p99'])} max {format_us(q['max'])} (a message's "
+                          "--consumer-latency, before its acknowledgement)", highlight=False)
         if g.get("subscribe", {}).get("max") is not None:
             q = g["subscribe"]
             console.print(f"{name}: subscriptions p50 {format_us(q['p50'])} p99 "
@@ -164,6 +212,8 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
         if "lag" in g:
             console.print(f"{name}: lag {g['lag']} at the end (messages on its partitions "
                           "it had not taken: end offsets minus its positions)", highlight=False)
+    if "backlog" in summary:
+        console.print(backlog_text(summary["backlog"]), highlight=False)
     for point, left in summary.get("warmup_backlog", {}).items():
         console.print(warmup_note(point, left), highlight=False)
     floor = summary.get("floor")

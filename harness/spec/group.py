@@ -18,8 +18,12 @@ from harness.modules.interface.base import Capability
 from harness.modules.interface.optional import EmbeddedBroker, Multiplexed
 from harness.modules.interface.settings import GROUP_FIELDS, Settings
 from harness.spec.options import field_values, password, table
+from harness.spec.payloads import read_payloads
 from harness.spec.roles import ROLES
+from harness.spec.sizes import parse_sizes
+from harness.spec.steps import RateStep, parse_burst, parse_steps
 from harness.spec.template import TemplateError, check, expand
+from harness.spec.worktime import parse_work_time
 
 
 @dataclass
@@ -52,13 +56,26 @@ class GroupSpec:
     rate: float = 0.0
     poisson: bool = False
     ramp: float = 0.0
+    # The group's rate in steps (harness.spec.steps' text), instead of -rt or --rate.
+    rate_steps: str | None = None
+    burst: str | None = None  # N@EVERY: the group's bursts besides its rate
+    # A slow consumer: messages a second each consumer thread takes at most, and the time it
+    # spends on each (harness.spec.worktime's text) before acknowledging it.
+    consumer_rate: float = 0.0
+    consumer_latency: str | None = None
     messages: int = 0
     size: int = 256
     body_type: str = "bytes"  # bytes, text (printable; a STOMP text frame) or xml
     body_file: str | None = None
+    # Sizes that vary (harness.spec.sizes' text); bodies from files (harness.spec.payloads).
+    sizes: str | None = None
+    payload_dir: str | None = None
+    payload_split: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     correlation_id: str | None = None
     persistent: bool = False
+    ttl: float = 0.0  # seconds each message lives at the broker; 0: for ever
+    priority: int | None = None
     transacted: bool = False
     commit_count: int = 1
     crc: float = 0.0
@@ -102,10 +119,23 @@ class GroupSpec:
     @property
     def per_thread_rate(self) -> float:
         """Messages a second for each client (each thread, unless --clients); 0 means as
-        fast as possible."""
+        fast as possible. With --rate-steps, the first step's that sends."""
+        if self.rate_steps:
+            first = next(s.rate for s in parse_steps(self.rate_steps) if s.rate)
+            return first / (self.streams * self.processes)
         if self.rate:
             return self.rate / (self.streams * self.processes)
         return self.thread_rate
+
+    def thread_steps(self, warmup: float) -> list[RateStep] | None:
+        """Each client's (each thread's) steps from the start of the run, the warm-up in the
+        first; None without --rate-steps."""
+        if not self.rate_steps:
+            return None
+        share = 1.0 / (self.streams * self.processes)
+        steps = parse_steps(self.rate_steps)
+        return [RateStep(s.rate * share, s.seconds + (warmup if i == 0 else 0.0), s.ramp)
+                for i, s in enumerate(steps)]
 
     @property
     def destination_kind(self) -> str:
@@ -330,6 +360,56 @@ def _check_clients(group: GroupSpec, transport: type[Any], role_name: str) -> No
                            "from when it connects to the end of the run")
 
 
+def _check_bodies(group: GroupSpec, role: Any) -> None:
+    """--size-mix, --payload-dir and --payload-split: one way to vary the bodies, for a
+    producer."""
+    given = [flag for flag, value in (("--size-mix", group.sizes),
+                                      ("--payload-dir", group.payload_dir),
+                                      ("--payload-split", group.payload_split)) if value]
+    if not given:
+        return
+    if len(given) > 1:
+        raise BadInput(given[1], f"one of --size-mix, --payload-dir and --payload-split, not "
+                       f"with {given[0]}")
+    if not role.produces:
+        raise BadInput(given[0], "is for the producers' bodies")
+    if group.sizes:
+        if group.body_file:
+            raise BadInput("--size-mix", "-mf sends its file's bytes: give one or the other")
+        try:
+            parse_sizes(group.sizes)
+        except ValueError as exc:
+            raise BadInput("--size-mix", str(exc)) from None
+        return
+    if group.payload_split and not group.body_file:
+        raise BadInput("--payload-split", "splits the body file: give -mf")
+    if group.payload_dir and group.body_file:
+        raise BadInput("--payload-dir", "-mf sends one file: give one or the other")
+    try:
+        read_payloads(group.payload_dir, group.body_file, group.payload_split)
+    except ValueError as exc:
+        raise BadInput(given[0], str(exc)) from None
+
+
+def _check_slow_consumer(group: GroupSpec, role_name: str) -> None:
+    """--consumer-rate and --consumer-latency: for consumers, a thread each."""
+    for flag, given in (("--consumer-rate", group.consumer_rate),
+                        ("--consumer-latency", group.consumer_latency)):
+        if not given:
+            continue
+        if not ROLES[role_name].consumes or ROLES[role_name].produces:
+            raise BadInput(flag, f"a {role_name} does not consume: a slow consumer is a "
+                           "Receiver, Subscriber or Responder")
+        if group.clients:
+            raise BadInput(flag, "not with --clients: a slow consumer takes each message on "
+                           "a thread of its own")
+    if group.consumer_latency:
+        try:
+            parse_work_time(group.consumer_latency)
+        except ValueError as exc:
+            raise BadInput("--consumer-latency", str(exc)) from None
+
+
 def validate_group(group: GroupSpec, index: int) -> None:
     transport_name, role_name = parse_module(group.module)
     role = ROLES[role_name]
@@ -346,6 +426,27 @@ def validate_group(group: GroupSpec, index: int) -> None:
         raise BadInput("--rate", "give either -rt (per thread) or --rate (in total), not both")
     if not 0.0 <= group.crc <= 1.0:
         raise BadInput("--crc", f"is a fraction of messages from 0 to 1, got {group.crc:g}")
+    if group.rate_steps:
+        try:
+            parse_steps(group.rate_steps)
+        except ValueError as exc:
+            raise BadInput("--rate-steps", str(exc)) from None
+        for flag, given in (("-rt", group.thread_rate), ("--rate", group.rate),
+                            ("-rp", group.ramp)):
+            if given:
+                raise BadInput("--rate-steps", f"the steps are the group's rate: give no "
+                               f"{flag} beside them (a step's ramp is RATE:LENGTH:RAMP)")
+        if not role.produces:
+            raise BadInput("--rate-steps", f"{role_name} does not send on a schedule; pacing "
+                           "applies to Sender, Publisher and Requestor")
+    if group.burst:
+        try:
+            parse_burst(group.burst)
+        except ValueError as exc:
+            raise BadInput("--burst", str(exc)) from None
+        if not group.per_thread_rate:
+            raise BadInput("--burst", "needs a rate (-rt, --rate or --rate-steps) to burst "
+                           "beside")
     if (group.ramp or group.poisson) and not group.per_thread_rate:
         flag = "-rp" if group.ramp else "--poisson"
         raise BadInput(flag, "needs a rate (-rt or --rate)")
@@ -370,6 +471,11 @@ def validate_group(group: GroupSpec, index: int) -> None:
         path = Path(group.body_file)
         if not path.is_file() or not os.access(path, os.R_OK):
             raise BadInput("-mf", f"cannot read message body file {group.body_file!r}")
+    _check_bodies(group, role)
+    for flag, given in (("--ttl", group.ttl), ("--priority", group.priority is not None)):
+        if given and role.measures_only:
+            raise BadInput(flag, f"a {role_name} sends nothing: a message's {flag[2:]} is "
+                           "its producer's")
     if not role.produces:
         for flag, value in (("-rt", group.thread_rate), ("--rate", group.rate),
                             ("-rp", group.ramp), ("--poisson", group.poisson)):
@@ -377,6 +483,7 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
                                "applies to Sender, Publisher and Requestor")
     _check_role_options(group, role_name)
+    _check_slow_consumer(group, role_name)
     if group.source_addresses:
         try:
             address_list(group.source_addresses)
@@ -408,6 +515,8 @@ def validate_group(group: GroupSpec, index: int) -> None:
     capabilities = transport.capabilities_for(settings)
     needed = [(f"-m {group.module}", cap) for cap in role.needs]
     for flag, wanted, cap in (("-pp", group.persistent, Capability.PERSISTENT),
+                              ("--ttl", group.ttl, Capability.TTL),
+                              ("--priority", group.priority is not None, Capability.PRIORITY),
                               ("-tx", group.transacted, Capability.TRANSACTIONS),
                               ("--selector", group.selector, Capability.SELECTORS),
                               ("--durable-name", group.durable_name, Capability.DURABLE),

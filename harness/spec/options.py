@@ -71,6 +71,21 @@ COMMON: tuple[Option, ...] = (
            "behind the first), so the group's total rate is smooth.", short="-rt", low=0),
     Option("rate", float, 0.0, "Messages/s for the whole group, split over its threads and "
            "processes; 0 = use -rt.", low=0),
+    Option("rate-steps", str, None, "The group's rate in steps within the run, each "
+           "RATE:LENGTH or RATE:LENGTH:RAMP (msg/s for the whole group, as --rate; a linear "
+           "ramp from the step before over its first RAMP), e.g. 1000:30s,5000:30s:5s,"
+           "10000:60s: the warm-up runs at the first rate, the steps follow it, and the "
+           "summary gives each step its rate and percentiles (-rl defaults to their sum)."),
+    Option("burst", str, None, "Besides the rate, N messages at once every EVERY (the group's, "
+           "split over its threads, which burst together), e.g. 500@10s; the first one "
+           "period after the start. Each is timed from its instant, as a paced send is."),
+    Option("consumer-rate", float, 0.0, "Messages/s each consumer thread takes at most, on a "
+           "schedule as a producer's (a slow consumer: the broker holds the rest); 0 = as "
+           "fast as they come.", low=0),
+    Option("consumer-latency", str, None, "A consumer's processing time for each message, "
+           "spent after it is measured and before it is acknowledged: 5ms, a uniform range "
+           "1ms..10ms, exp:5ms (exponential, that mean), or 1ms:0.9,50ms:0.1 (weighted); "
+           "timed in the process histogram."),
     Option("poisson", bool, False, "Poisson arrivals (exponential gaps) instead of a fixed "
            "schedule."),
     Option("ramp", float, 0.0, "Seconds to ramp the rate up linearly from 0.", short="-rp", low=0),
@@ -78,6 +93,13 @@ COMMON: tuple[Option, ...] = (
            short="-mg", low=0),
     Option("size", str, "256", "Message body size: 256, 4k, 1m.", short="-ms",
            convert=parse_size),
+    Option("size-mix", str, None, "Sizes that vary, each message its own: by weight "
+           "256:0.8,4k:0.15,64k:0.05, uniform over a range 100..10k, or @FILE with a size a "
+           "line (sent in the file's order); instead of -ms.", field="sizes"),
+    Option("payload-dir", str, None, "Send the files of this directory as bodies (by name, "
+           "in turn), each message the size of its file."),
+    Option("payload-split", str, None, "With -mf: split the file into bodies at this "
+           "delimiter (\\n for lines) and send them in turn."),
     Option("type", str, "bytes", "Body: bytes (random), text (printable; sent as a text "
            "message where the protocol has them, which JMS brokers deliver as a TextMessage) "
            "or xml (text shaped as an XML document).", field="body_type"),
@@ -90,6 +112,11 @@ COMMON: tuple[Option, ...] = (
            "<prefix><thread number> (a Requestor sets its own, to match replies).",
            short="-co"),
     Option("persistent", bool, False, "Persistent messages.", short="-pp"),
+    Option("ttl", float, 0.0, "Each message's time to live at the broker, in seconds (one "
+           "not consumed by then is dropped, and counted lost); 0 = for ever. Where the "
+           "transport has it (amqp, amqp10, stomp, mqtt 5).", low=0),
+    Option("priority", int, None, "Each message's priority, 0 (lowest) to 9, where the "
+           "transport has it (amqp, amqp10, stomp).", low=0, high=9),
     Option("transacted", bool, False, "Transacted sessions (commit every -cc messages).",
            short="-tx"),
     Option("commit-count", int, 1, "Messages per transaction with -tx.", short="-cc", low=1),
@@ -123,6 +150,11 @@ COMMON: tuple[Option, ...] = (
            "declarations and subscription together.",
            scope=C, low=0),
     # -- the run
+    Option("backlog", str, None, "Backlog, then drain: the consumers (Receiver, Subscriber) "
+           "are held while the producers fill their destinations to this many messages "
+           "(100000) or bytes (64MB), then released to drain them while the producers keep "
+           "their rate; the summary gives the fill and drain times and the drain rate.",
+           scope=R),
     Option("run-length", float, 0.0, "Seconds to run; 0 = until -mg is reached or Ctrl-C.",
            short="-rl", field="duration", scope=R, low=0),
     Option("warmup", float, 0.0, "Seconds of warm-up: written, marked, left out of the "

@@ -31,4 +31,7 @@ def metrics_for(group: GroupSpec) -> list[str]:
         names.append("connect")
         if role.consumes:
             names.append("subscribe")
+    if role.consumes and group.consumer_latency:
+        # A slow consumer's processing time for each message (--consumer-latency).
+        names.append("process")
     return names

@@ -9,9 +9,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.errors import BadInput
+from harness.spec.backlog import parse_backlog
 from harness.spec.group import GroupSpec, validate_group
 from harness.spec.options import field_values, in_scope
 from harness.spec.roles import ROLES
+from harness.spec.steps import RateStep, parse_steps
 
 _GROUP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
@@ -47,6 +49,9 @@ class RunSpec:
     metrics_host: str = "127.0.0.1"
     pushgateway: str | None = None
     push_intervals: bool = False
+    # Backlog, then drain (harness.spec.backlog's text): the consumers held until their
+    # destinations hold this many messages or bytes.
+    backlog: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +91,41 @@ def assign_group_names(groups: list[GroupSpec]) -> None:
             seen.add(name)
 
 
+def run_steps(run: RunSpec) -> list[RateStep] | None:
+    """The steps of the run's stepped groups (each group's rates, one set of lengths)."""
+    for group in run.groups:
+        if group.rate_steps:
+            return parse_steps(group.rate_steps)
+    return None
+
+
+def _check_rate_steps(run: RunSpec) -> None:
+    """Stepped groups step together, each step a whole number of intervals (so that no
+    interval straddles two steps), and the run lasts the warm-up and the steps unless -rl
+    says otherwise."""
+    steps = run_steps(run)
+    if steps is None:
+        return
+    lengths = [(s.seconds, s.ramp) for s in steps]
+    for group in run.groups:
+        if group.rate_steps and [(s.seconds, s.ramp) for s in
+                                 parse_steps(group.rate_steps)] != lengths:
+            raise BadInput("--rate-steps", f"group {group.name}'s steps last other lengths "
+                           "than the first stepped group's: the groups of a run step together")
+    for step in steps:
+        whole = step.seconds / run.interval
+        if abs(whole - round(whole)) > 1e-9:
+            raise BadInput("--rate-steps", f"a step of {step.seconds:g} s is not a whole number "
+                           f"of {run.interval:g} s intervals (-ss): each interval would straddle "
+                           "two steps")
+    total = run.warmup + sum(s.seconds for s in steps)
+    if not run.duration:
+        run.duration = total
+    elif run.duration < total - 1e-9:
+        raise BadInput("-rl", f"{run.duration:g} s is shorter than the warm-up and the rate "
+                       f"steps ({total:g} s): leave -rl out, or give at least that")
+
+
 def validate_run(run: RunSpec) -> None:
     if not run.groups:
         raise BadInput("-m", "a run needs at least one module")
@@ -105,6 +145,22 @@ def validate_run(run: RunSpec) -> None:
         if problem:
             raise BadInput(option.flag, problem)
     _above_zero("-ss", run.interval)
+    _check_rate_steps(run)
+    if run.backlog is not None:
+        try:
+            parse_backlog(run.backlog)
+        except ValueError as exc:
+            raise BadInput("--backlog", str(exc)) from None
+        held = [g for g in run.groups if ROLES[g.role].measures_only]
+        if not held:
+            raise BadInput("--backlog", "no Receiver or Subscriber to hold: the backlog is "
+                           "what consumers have not taken")
+        if any(g.clients for g in held):
+            raise BadInput("--backlog", "not with consumers of --clients: a held client's "
+                           "keep-alive would read what its broker sends")
+        if run.nodes > 1:
+            raise BadInput("--backlog", "one node's controller releases its consumers: not "
+                           "with --nodes")
     if run.duration and run.warmup >= run.duration:
         raise BadInput("-sw", f"warm-up ({run.warmup:g} s) must be shorter than the run "
                        f"length -rl ({run.duration:g} s)")

@@ -5,7 +5,7 @@ warm-up ended, which the consumers then received inside the measured span."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints
@@ -21,11 +21,12 @@ WARMUP_LEFT_LEAST = 10
 WARMUP_LEFT_SHARE = 0.01
 
 
-def flows(run: RunSpec, counters: Mapping[str, Mapping[str, int]]
+def flows(run: RunSpec, counters: Mapping[str, Mapping[str, int]], unit: str = "messages"
           ) -> dict[str, tuple[int, int]]:
     """Per destination whose consumers receive everything sent there (str(Endpoint)), of the
     counts given per group name: what its producers sent that the broker kept, times the
-    fan-out, and what its consumers received (once each)."""
+    fan-out, and what its consumers received (once each); in bytes, what the producers sent
+    times the fan-out and what the consumers received."""
     out = {}
     for point in endpoints(run).values():
         if not point.checked:
@@ -34,11 +35,13 @@ def flows(run: RunSpec, counters: Mapping[str, Mapping[str, int]]
         for i in point.producers:
             c = counters.get(run.groups[i].name)
             if c is not None:
-                sent += kept(c) * point.copies  # type: ignore[arg-type]
+                sent += (kept(c) if unit == "messages" else c["bytes"]) * \
+                    point.copies  # type: ignore[arg-type]
         for i in point.consumers:
             c = counters.get(run.groups[i].name)
             if c is not None:
-                received += c["received"] - c["duplicated"]
+                received += c["received"] - c["duplicated"] if unit == "messages" else \
+                    c["bytes"]
         out[str(point)] = (sent, received)
     return out
 
@@ -46,11 +49,15 @@ def flows(run: RunSpec, counters: Mapping[str, Mapping[str, int]]
 def warmup_left(run: RunSpec, warmup: Mapping[str, Mapping[str, int]],
                 measured: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
     """Per destination, the backlog the warm-up left (of each group's warm-up counts), where
-    it is large enough to lift what the consumers received while measured (of their
-    measured counts) above what the producers sent in the same span."""
-    received = {point: got for point, (_, got) in flows(run, measured).items()}
+    it is large enough to lift what the consumers received while measured (of the measured
+    phase's counts, the drain's not among them) above what the producers sent in the same
+    span."""
+    span = flows(run, measured)
     return {point: sent - got for point, (sent, got) in flows(run, warmup).items()
-            if sent - got >= max(WARMUP_LEFT_LEAST, WARMUP_LEFT_SHARE * received[point])}
+            if sent - got >= max(WARMUP_LEFT_LEAST, WARMUP_LEFT_SHARE * span[point][1])
+            # A consumer slower than its producers (--consumer-rate) leaves a backlog that
+            # lifts nothing.
+            and span[point][1] > span[point][0]}
 
 
 def warmup_note(point: str, left: int) -> str:
@@ -71,3 +78,61 @@ class Backlog:
         self.value += sum(sent - received for sent, received in flows(
             self.run, {name: group.counters for name, group in view.groups.items()}).values())
         return self.value
+
+
+# Drained: the backlog back to this share of what it was when the consumers were released.
+DRAINED_SHARE = 0.01
+
+
+class FillAndDrain:
+    """--backlog: each interval's change of the backlog (in the goal's unit) and messages
+    received, by index, so that partial merges add up; the consumers' release is the end of
+    the first interval by which the backlog reached the goal (what the controller watches
+    for), the drain's end the first after it at DRAINED_SHARE of the backlog then."""
+
+    def __init__(self, run: RunSpec, goal: int, unit: str) -> None:
+        self.run, self.goal, self.unit = run, goal, unit
+        # index -> (start s, length s, change in unit, messages received)
+        self.intervals: dict[int, tuple[float, float, int, int]] = {}
+        self.now = 0  # the backlog after the intervals merged in order (the live run's)
+        self.reached = False
+
+    def add(self, index: int, start: float, length: float,
+            counters: Mapping[str, Mapping[str, int]]) -> bool:
+        """One interval; True where the backlog reached the goal with it (once)."""
+        change = sum(s - r for s, r in flows(self.run, counters, self.unit).values())
+        received = sum(r for _, r in flows(self.run, counters).values())
+        self.intervals[index] = (start, length, change, received)
+        self.now += change
+        if not self.reached and self.now >= self.goal:
+            self.reached = True
+            return True
+        return False
+
+    def absorb(self, other: FillAndDrain) -> None:
+        self.intervals.update(other.intervals)
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"goal": self.goal, "unit": self.unit}
+        ordered = sorted(self.intervals.values())
+        if not ordered:
+            return out
+        first = ordered[0][0]
+        level, released, taken = 0, None, 0
+        for start, length, change, received in ordered:
+            level += change
+            end = start + length
+            if released is None:
+                if level >= self.goal:
+                    released = end
+                    out.update(released_at=end - first, fill_seconds=end - first,
+                               at_release=level)
+                continue
+            taken += received
+            if level <= DRAINED_SHARE * out["at_release"]:
+                seconds = end - released
+                out.update(drain_seconds=seconds, drained_at=end - first,
+                           drain_rate=taken / seconds if seconds > 0 else None)
+                break
+        out["at_end"] = level
+        return out

@@ -10,12 +10,14 @@ by node (a merged run's nodes each have their own span).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hdrh.histogram import HdrHistogram
 
+from harness.spec.backlog import parse_backlog
 from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec
+from harness.spec.run import RunSpec, run_steps
+from harness.spec.steps import asked_rates, parse_steps, step_bounds
 from harness.spec.topology import endpoints, exclusive_consumers, is_consumer, is_producer
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
@@ -38,6 +40,9 @@ from harness.stats.memory import Memory
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd, add_partitions
 from harness.stats.verify import count_in, pack_bits, union_count, union_of, unpack_bits
+
+if TYPE_CHECKING:  # imported where a run has --backlog (it reads this module's views)
+    from harness.stats.backlog import FillAndDrain
 
 
 @dataclass
@@ -100,6 +105,9 @@ class IntervalView:
     machine_cpu: float | None = None  # % of all the client machine's cores
     # Where the reports came from more than one node: each node's share.
     nodes: dict[str, NodeInterval] = field(default_factory=dict)
+    # --backlog: the backlog at the interval's end, its unit, and whether the consumers were
+    # held through the interval.
+    backlog: tuple[int, str, bool] | None = None
 
 
 def view_phase(reports: list[IntervalReport]) -> str:
@@ -137,6 +145,8 @@ class GroupTotals:
             _add(self.measured.setdefault(node, dict.fromkeys(COUNTERS, 0)), counters)
         for metric, histogram in other.histograms.items():
             if histogram.get_total_count():
+                if metric not in self.histograms:  # a step's, made as its samples come
+                    self.histograms[metric] = new_histogram()
                 self.histograms[metric].add(histogram)
         self.cpu += other.cpu
         self.clamped += other.clamped
@@ -177,6 +187,21 @@ class RunStats:
         # Every node's share is here (one node, or a merge of them all): a real broker's
         # destination can be balanced. A node of a multi-node run sees only its share.
         self.every_node = run.nodes == 1
+        # --rate-steps: where each step ends (seconds from the start of the run), and each
+        # step's totals per group (the measured intervals' counts; the samples of every
+        # interval after the warm-up, the drain's in the last step's) and seconds per node.
+        steps = run_steps(run)
+        self.step_ends = step_bounds(steps, run.warmup) if steps else []
+        self.steps = [[GroupTotals(g, metrics[i], histograms={})
+                       for i, g in enumerate(run.groups)] for _ in self.step_ends]
+        self.step_seconds: list[dict[str, float]] = [{} for _ in self.step_ends]
+        # --backlog: the fill and the drain; released: the last interval merged brought the
+        # backlog to the goal (the controller then releases the consumers).
+        self.fill: FillAndDrain | None = None
+        if run.backlog:
+            from harness.stats.backlog import FillAndDrain
+            self.fill = FillAndDrain(run, *parse_backlog(run.backlog))
+        self.released = False
 
     def merge(self, index: int, start: float, reports: list[IntervalReport],
               broker_cpu: float | None, machine_cpu: float | None = None,
@@ -192,6 +217,17 @@ class RunStats:
                 spans[key] = max(spans.get(key, 0.0), report.length_s)
         for (node, _), seconds in spans.items():
             self.node_seconds[node] = self.node_seconds.get(node, 0.0) + seconds
+        # Each report's step, as the process that measured it said (a merge's slot may
+        # hold nodes' intervals of two steps); the warm-up's in none.
+        steps = {id(r): min(r.step, len(self.step_ends) - 1) for r in reports
+                 if self.step_ends and r.step >= 0 and r.phase != "warmup"}
+        step_spans: dict[tuple[int, str, int], float] = {}
+        for report in reports:
+            if report.phase == "measure" and id(report) in steps:
+                key3 = (steps[id(report)], report.node, report.start_ns)
+                step_spans[key3] = max(step_spans.get(key3, 0.0), report.length_s)
+        for (step, node, _), seconds in step_spans.items():
+            self.step_seconds[step][node] = self.step_seconds[step].get(node, 0.0) + seconds
         for g, totals in enumerate(self.groups):
             parts = [(r, r.groups[g]) for r in reports if g in r.groups]
             if not parts:
@@ -234,6 +270,9 @@ class RunStats:
                 for report, part in each:  # the warm-up's parts left out of the totals
                     if report.phase != "warmup":
                         part.add_to(totals.histograms[metric], metric)
+            if steps:
+                self._add_to_steps(g, [(r, p) for r, p in parts if id(r) in steps], steps,
+                                   histograms)
             cpu = max(r.cpu for r, _ in parts)
             view = views[totals.spec.name] = GroupInterval(
                 totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
@@ -270,8 +309,41 @@ class RunStats:
             if machine_cpu is not None:
                 self.machine_cpu.append(machine_cpu)
         self.intervals += 1
+        backlog = None
+        if self.fill is not None:
+            held = not self.fill.reached
+            self.released = self.fill.add(index, start, length,
+                                          {name: v.counters for name, v in views.items()})
+            backlog = (self.fill.now, self.fill.unit, held)
         return IntervalView(index, start, length, phase, views, cpu_max, broker_cpu,
-                            machine_cpu, dict(sorted(nodes.items())))
+                            machine_cpu, dict(sorted(nodes.items())), backlog)
+
+    def _add_to_steps(self, g: int, parts: list[tuple[IntervalReport, Any]],
+                      steps: dict[int, int], histograms: dict[str, HdrHistogram]) -> None:
+        """A group's parts of an interval to their steps' totals: counts of the measured
+        ones, samples of all (the interval's histograms where every part is in one step)."""
+        if not parts:
+            return
+        for report, part in parts:
+            if report.phase == "measure":
+                step = self.steps[steps[id(report)]][g]
+                _add(step.measured.setdefault(report.node, dict.fromkeys(COUNTERS, 0)),
+                     part.counters)
+        one = {steps[id(r)] for r, _ in parts}
+        if len(one) == 1:
+            step = self.steps[one.pop()][g]
+            for metric, histogram in histograms.items():
+                if histogram.get_total_count():
+                    if metric not in step.histograms:
+                        step.histograms[metric] = new_histogram()
+                    step.histograms[metric].add(histogram)
+            return
+        for report, part in parts:
+            step = self.steps[steps[id(report)]][g]
+            for metric in part.histograms:
+                if metric not in step.histograms:
+                    step.histograms[metric] = new_histogram()
+                part.add_to(step.histograms[metric], metric)
 
     def absorb(self, other: RunStats) -> None:
         """Add the statistics of other intervals of the same run, merged apart (a merge's
@@ -286,6 +358,13 @@ class RunStats:
         self.intervals += other.intervals
         _add(self.tails, other.tails)
         _add(self.received_once, other.received_once)
+        for mine_step, their_step in zip(self.steps, other.steps, strict=True):
+            for mine, theirs in zip(mine_step, their_step, strict=True):
+                mine.absorb(theirs)
+        for seconds, theirs in zip(self.step_seconds, other.step_seconds, strict=True):
+            _add(seconds, theirs)
+        if self.fill is not None and other.fill is not None:
+            self.fill.absorb(other.fill)
 
     def measured_seconds(self) -> float:
         """The measured span; of the longest, where nodes measured different spans."""
@@ -361,6 +440,10 @@ class RunStats:
         }
         if left := self.warmup_left():
             result["warmup_backlog"] = left
+        if self.step_ends:
+            result["steps"] = self.step_summary()
+        if self.fill is not None:
+            result["backlog"] = self.fill.summary()
         if memory := self.memory.summary():
             result["memory"] = memory
         if self.broker_cpu:
@@ -373,15 +456,48 @@ class RunStats:
             }
         return result
 
+    def step_summary(self) -> list[dict[str, Any]]:
+        """Each rate step's figures, as the run's are defined (harness.stats.figures) but over
+        the step's own measured intervals: per group its rate asked (stepped groups: the
+        messages its schedule asked for in the step over the step's seconds), its rate,
+        count and percentiles."""
+        steps = run_steps(self.run)
+        assert steps is not None
+        out = []
+        for i, (step, totals) in enumerate(zip(steps, self.steps, strict=True)):
+            seconds = self.step_seconds[i]
+            begin = self.run.warmup + sum(s.seconds for s in steps[:i])
+            entry: dict[str, Any] = {"step": i + 1, "begin": begin,
+                                     "end": begin + step.seconds,
+                                     "seconds": max(seconds.values(), default=0.0),
+                                     "groups": {}}
+            for t in totals:
+                spec = t.spec
+                group: dict[str, Any] = {
+                    "rate": summed_rate((t.count(t.measured.get(node, {})), s)
+                                        for node, s in seconds.items()),
+                    "count": sum(t.count(c) for c in t.measured.values())}
+                if spec.rate_steps:
+                    group["asked"] = asked_rates(parse_steps(spec.rate_steps))[i]
+                for metric, histogram in t.histograms.items():
+                    group[metric] = percentiles(histogram)
+                entry["groups"][spec.name] = group
+            out.append(entry)
+        return out
+
     def warmup_left(self) -> dict[str, int]:
         """The backlog the warm-up left, where it lifts a measured rate (harness.stats.
         backlog.warmup_left): by the end of each process's own warm-up."""
         from harness.stats.backlog import warmup_left
 
+        measured: dict[str, dict[str, int]] = {}
+        for t in self.groups:
+            span = measured[t.spec.name] = dict.fromkeys(COUNTERS, 0)
+            for counters in t.measured.values():
+                _add(span, counters)
         return warmup_left(
             self.run, {t.spec.name: {k: v - t.counters[k] for k, v in t.everything.items()}
-                       for t in self.groups},
-            {t.spec.name: t.counters for t in self.groups})
+                       for t in self.groups}, measured)
 
     def reconcile(self, streams: list[StreamEnd]) -> list[dict[str, Any]]:
         """What only the end of the run shows, as records for the run directory:

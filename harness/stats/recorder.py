@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from typing import Any, NamedTuple
 
-METRICS = ("latency", "service", "delay", "confirm", "connect", "subscribe")
+METRICS = ("latency", "service", "delay", "confirm", "connect", "subscribe", "process")
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
             "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us",
@@ -48,6 +48,7 @@ class Recorder:
         self.confirm: array[int] = array("q")  # publish to broker confirmation
         self.connect: array[int] = array("q")  # a client's connection, to the broker's answer
         self.subscribe: array[int] = array("q")  # a client's subscription, to its answer
+        self.process: array[int] = array("q")  # a slow consumer's time on a message
         self.sent = self.received = self.bytes = self.errors = 0
         self.lost = self.duplicated = self.reordered = self.commits = 0
         self.corrupt = self.timeouts = self.reconnects = self.outage_ms = self.foreign = 0

@@ -136,6 +136,8 @@ def report_records(report: IntervalReport, run: str, node: str, groups: list[str
     base = {"v": SCHEMA_VERSION, "run": run, "node": node, "process": report.process,
             "interval": report.index, "start": start, "length": report.length_s,
             "phase": phase}
+    if report.step >= 0:
+        base["step"] = report.step
     records: list[dict[str, Any]] = [{"type": "process", **base, "pid": report.pid,
                                       "cpu": report.cpu}]
     if report.rss:
@@ -203,7 +205,8 @@ def into_reports(record: dict[str, Any],
     if report is None:
         report = reports[key] = IntervalReport(
             record["process"], 0, record["interval"], round(record["start"] * 1e9),
-            record["length"], False, 0.0, record["phase"], record["node"])
+            record["length"], False, 0.0, record["phase"], record["node"],
+            step=record.get("step", -1))
     if record["type"] == "process":
         report.cpu = record["cpu"]
         report.rss, report.rss_start = record.get("rss", 0), record.get("rss_start", 0)

@@ -16,3 +16,5 @@ class Capability(enum.Flag):
     REQUEST_REPLY = enum.auto()
     TEMP_QUEUES = enum.auto()
     PROPERTIES = enum.auto()  # message properties (--property) carried to the consumer
+    TTL = enum.auto()  # a time to live on each message (--ttl), after which the broker drops it
+    PRIORITY = enum.auto()  # a priority on each message (--priority)

@@ -53,6 +53,10 @@ class Settings(Generic[OptionsT]):
     destination: str = ""
     # The local address this connection is made from (--source-addresses), where given.
     source_address: str | None = None
+    # Each message's time to live in seconds (0: none) and priority (None: the broker's
+    # default), where the capabilities say the transport sends them.
+    ttl: float = 0.0
+    priority: int | None = None
 
     @property
     def role(self) -> str:
