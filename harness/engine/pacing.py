@@ -117,7 +117,7 @@ class Schedule:
         """times with the bursts due up to the last of them (at most a batch's worth of
         bursts where the rate sends nothing for ever)."""
         size, period = self._burst  # type: ignore[misc]
-        last = times[-1] if times[-1] < self._start + NEVER_S * 1e8 else None
+        last = times[-1] if times[-1] - self._start < NEVER_S * 1e9 else None
         added = 0
         while (self._burst_next <= last) if last is not None else added < BATCH:
             times += [self._burst_next] * size

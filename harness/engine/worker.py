@@ -132,7 +132,7 @@ class Worker(threading.Thread, ABC):
         if group.size_mix:  # a scenario's
             draw = random.Random(self.stream_name)
             sizes = draw.choices([z for z, _ in group.size_mix],
-                                 [w for _, w in group.size_mix], k=DECK)  # a scenario's
+                                 [w for _, w in group.size_mix], k=DECK)
         elif group.sizes:
             sizes = parse_sizes(group.sizes).deck(self.stream_name)
         if sizes:

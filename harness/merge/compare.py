@@ -19,6 +19,7 @@ from harness.merge.report import (
     chart,
     headline_tag,
     run_point_charts,
+    step_asked,
 )
 from harness.units import format_us
 
@@ -98,7 +99,7 @@ def render_compare(runs: list[dict[str, Any]], names: list[str], tag: str,
     group, _, metric = tag.rpartition(".")
     for run, name in zip(runs, names, strict=True):
         for step in run.get("steps") or []:
-            asked = next((g["asked"] for g in step["groups"].values() if "asked" in g), None)
+            asked = step_asked(step)
             p = step["groups"].get(group, {}).get(metric)
             if asked is not None and p and p.get("p99") is not None:
                 stepped[name].append([asked, p["p99"] / 1000])

@@ -97,12 +97,16 @@ def _ms(v: float) -> str:
     return format_us(v * 1000)
 
 
+def step_asked(step: dict[str, Any]) -> float | None:
+    """The rate a step asked of its stepped group (summary.json's steps), if any."""
+    return next((g["asked"] for g in step["groups"].values() if "asked" in g), None)
+
+
 def step_charts(steps: list[dict[str, Any]], groups: dict[str, Any]) -> list[str]:
     """A stepped run's (--rate-steps) table and charts: what each step asked against what
     each group achieved, and each group's headline latency against what was asked (RabbitMQ
     PerfTestMulti's rate-against-latency graph), a point a step."""
-    asked = [next((g["asked"] for g in s["groups"].values() if "asked" in g), None)
-             for s in steps]
+    asked = [step_asked(s) for s in steps]
     rows, achieved, latency = [], {}, {}
     for step, attempt in zip(steps, asked, strict=True):
         for name, g in step["groups"].items():
@@ -277,7 +281,6 @@ def render(report: dict[str, Any], title: str) -> str:
     if skipped:
         parts.append("<p>Skipped input: " + ", ".join(f"{v} {html.escape(k)}"
                                                        for k, v in skipped.items()) + "</p>")
-
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
             + "".join(parts) + "</body></html>\n")

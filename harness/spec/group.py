@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -360,6 +361,14 @@ def _check_clients(group: GroupSpec, transport: type[Any], role_name: str) -> No
                            "from when it connects to the end of the run")
 
 
+def parsed(flag: str, parse: Callable[[str], Any], text: str) -> Any:
+    """parse(text), or BadInput naming flag with what parse said is wrong (a ValueError)."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise BadInput(flag, str(exc)) from None
+
+
 def _check_bodies(group: GroupSpec, role: Any) -> None:
     """--size-mix, --payload-dir and --payload-split: one way to vary the bodies, for a
     producer."""
@@ -376,10 +385,7 @@ def _check_bodies(group: GroupSpec, role: Any) -> None:
     if group.sizes:
         if group.body_file:
             raise BadInput("--size-mix", "-mf sends its file's bytes: give one or the other")
-        try:
-            parse_sizes(group.sizes)
-        except ValueError as exc:
-            raise BadInput("--size-mix", str(exc)) from None
+        parsed("--size-mix", parse_sizes, group.sizes)
         return
     if group.payload_split and not group.body_file:
         raise BadInput("--payload-split", "splits the body file: give -mf")
@@ -404,10 +410,7 @@ def _check_slow_consumer(group: GroupSpec, role_name: str) -> None:
             raise BadInput(flag, "not with --clients: a slow consumer takes each message on "
                            "a thread of its own")
     if group.consumer_latency:
-        try:
-            parse_work_time(group.consumer_latency)
-        except ValueError as exc:
-            raise BadInput("--consumer-latency", str(exc)) from None
+        parsed("--consumer-latency", parse_work_time, group.consumer_latency)
 
 
 def validate_group(group: GroupSpec, index: int) -> None:
@@ -426,24 +429,22 @@ def validate_group(group: GroupSpec, index: int) -> None:
         raise BadInput("--rate", "give either -rt (per thread) or --rate (in total), not both")
     if not 0.0 <= group.crc <= 1.0:
         raise BadInput("--crc", f"is a fraction of messages from 0 to 1, got {group.crc:g}")
+    if not role.produces:
+        for flag, value in (("-rt", group.thread_rate), ("--rate", group.rate),
+                            ("-rp", group.ramp), ("--poisson", group.poisson),
+                            ("--rate-steps", group.rate_steps), ("--burst", group.burst)):
+            if value:
+                raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
+                               "applies to Sender, Publisher and Requestor")
     if group.rate_steps:
-        try:
-            parse_steps(group.rate_steps)
-        except ValueError as exc:
-            raise BadInput("--rate-steps", str(exc)) from None
+        parsed("--rate-steps", parse_steps, group.rate_steps)
         for flag, given in (("-rt", group.thread_rate), ("--rate", group.rate),
                             ("-rp", group.ramp)):
             if given:
                 raise BadInput("--rate-steps", f"the steps are the group's rate: give no "
                                f"{flag} beside them (a step's ramp is RATE:LENGTH:RAMP)")
-        if not role.produces:
-            raise BadInput("--rate-steps", f"{role_name} does not send on a schedule; pacing "
-                           "applies to Sender, Publisher and Requestor")
     if group.burst:
-        try:
-            parse_burst(group.burst)
-        except ValueError as exc:
-            raise BadInput("--burst", str(exc)) from None
+        parsed("--burst", parse_burst, group.burst)
         if not group.per_thread_rate:
             raise BadInput("--burst", "needs a rate (-rt, --rate or --rate-steps) to burst "
                            "beside")
@@ -476,19 +477,10 @@ def validate_group(group: GroupSpec, index: int) -> None:
         if given and role.measures_only:
             raise BadInput(flag, f"a {role_name} sends nothing: a message's {flag[2:]} is "
                            "its producer's")
-    if not role.produces:
-        for flag, value in (("-rt", group.thread_rate), ("--rate", group.rate),
-                            ("-rp", group.ramp), ("--poisson", group.poisson)):
-            if value:
-                raise BadInput(flag, f"{role_name} does not send on a schedule; pacing "
-                               "applies to Sender, Publisher and Requestor")
     _check_role_options(group, role_name)
     _check_slow_consumer(group, role_name)
     if group.source_addresses:
-        try:
-            address_list(group.source_addresses)
-        except ValueError as exc:
-            raise BadInput("--source-addresses", str(exc)) from None
+        parsed("--source-addresses", address_list, group.source_addresses)
         if not transport.binds:
             raise BadInput("--source-addresses", f"the {transport_name} transport connects "
                            "from the address the system picks")

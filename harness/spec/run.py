@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.spec.backlog import parse_backlog
-from harness.spec.group import GroupSpec, validate_group
+from harness.spec.group import GroupSpec, parsed, validate_group
 from harness.spec.options import field_values, in_scope
 from harness.spec.roles import ROLES
 from harness.spec.steps import RateStep, parse_steps
@@ -147,10 +147,7 @@ def validate_run(run: RunSpec) -> None:
     _above_zero("-ss", run.interval)
     _check_rate_steps(run)
     if run.backlog is not None:
-        try:
-            parse_backlog(run.backlog)
-        except ValueError as exc:
-            raise BadInput("--backlog", str(exc)) from None
+        parsed("--backlog", parse_backlog, run.backlog)
         held = [g for g in run.groups if ROLES[g.role].measures_only]
         if not held:
             raise BadInput("--backlog", "no Receiver or Subscriber to hold: the backlog is "

@@ -100,8 +100,10 @@ class FillAndDrain:
     def add(self, index: int, start: float, length: float,
             counters: Mapping[str, Mapping[str, int]]) -> bool:
         """One interval; True where the backlog reached the goal with it (once)."""
-        change = sum(s - r for s, r in flows(self.run, counters, self.unit).values())
-        received = sum(r for _, r in flows(self.run, counters).values())
+        messages = flows(self.run, counters)
+        counted = messages if self.unit == "messages" else flows(self.run, counters, self.unit)
+        change = sum(s - r for s, r in counted.values())
+        received = sum(r for _, r in messages.values())
         self.intervals[index] = (start, length, change, received)
         self.now += change
         if not self.reached and self.now >= self.goal:
