@@ -62,6 +62,8 @@ DEFAULT_PORT = 5672
 CONNECT_TIMEOUT_S = 10.0
 RPC_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 10.0
+# How long a consumer closing waits for the queue's depth, for the run's last interval.
+DEPTH_AT_CLOSE_S = 2.0
 DIRECT_REPLY_TO = "amq.rabbitmq.reply-to"
 ACK_MODES = ("auto", "client", "client-individual")
 EXCHANGE_TYPES = ("direct", "topic", "fanout", "headers")
@@ -602,6 +604,27 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
         self._rpc(lambda cb: self.channel.basic_consume(
             queue, self._on_message, auto_ack=auto_ack, arguments=arguments, callback=cb),
             f"consume from {queue}")
+        # The queue's depth, but for a Requestor's replies and a stream (whose count is what
+        # it keeps, read or not).
+        if not s.asks and queue != DIRECT_REPLY_TO and o.queue_type != "stream":
+            self.depth_asks, self.depth_queue = 0, queue
+            self.gauge_with(self._ask_depth)
+
+    def _ask_depth(self, again: bool = False) -> None:
+        """A passive queue.declare: its answer says how many messages the queue holds ready
+        (not those delivered and awaiting acknowledgement). One at a time, unless again: a
+        broker slow to answer is not asked again meanwhile."""
+        if (self.depth_asks and not again) or not self.connected:
+            return
+        self.depth_asks += 1
+        channel, queue = self.channel, self.depth_queue
+
+        def answered(frame: Any) -> None:
+            if channel is self.channel:
+                self.depth_asks -= 1
+                self.feedback.waiting(queue, frame.method.message_count)
+
+        channel.queue_declare(queue, passive=True, callback=answered)
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         headed = self.headed
@@ -703,6 +726,9 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
                 self.flush()
                 if self.pending:
                     self._await_confirms(0)
+                if self.gauge is not None:  # what was left, for the run's last interval
+                    self._ask_depth(again=True)
+                    self._until(lambda: not self.depth_asks, DEPTH_AT_CLOSE_S, "queue depth")
         self.closing = True
         try:
             if self.connected:

@@ -76,6 +76,8 @@ from harness.clock import now_ns
 
 DEFAULT_PORT = 4222
 CONNECT_TIMEOUT_S = 5
+# How long a consumer closing waits for its pending count, for the run's last interval.
+PENDING_AT_CLOSE_S = 2.0
 CALL_TIMEOUT_S = 10.0  # stream and consumer management, fetch requests
 ACK_TIMEOUT_S = 10.0  # a JetStream publish not acknowledged by then is in doubt
 # What a publish's acknowledgement can end with that says nothing of the message: in doubt.
@@ -249,9 +251,6 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         self.kick: asyncio.Future[None] | None = None
         self.turn_for = 0.0
         self.failure: Exception | None = None
-        # One of many clients of a thread (--clients): each has its own loop, and the
-        # thread's current event loop is whichever client's last set it.
-        self.shares_thread = False
 
     # -- the loop, turned on this thread
     def _run(self, coro: Any, what: str) -> Any:
@@ -449,9 +448,6 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
     def multiplexed_roles(cls) -> str:
         return "Sender, Publisher, Receiver and Subscriber (JetStream: push consumers)"
 
-    def multiplexed(self) -> None:
-        self.shares_thread = True
-
     def fileno(self) -> int:
         # The epoll this connection's event loop waits on, readable while one of its own
         # descriptors is (the socket, the loop's self-pipe), the same through nats-py's
@@ -610,7 +606,8 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             # send runs it with the caches cold.
             self.unwritten += 1  # _sent(None, seq): below BY_HAND_FIRST, never a write_every
             if self.loop_thread != threading.get_ident() or self.shares_thread:
-                # The futures nats-py makes outside the loop belong to the current event loop.
+                # The futures nats-py makes outside the loop belong to the current event loop
+                # (one of many clients of a thread: whichever client's last set it).
                 asyncio.set_event_loop(self.loop)
                 self.loop_thread = threading.get_ident()
             publish = self.nc.publish(destination.name, payload, reply, headers)
@@ -656,6 +653,8 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         self.unwritten = 0
         if not self.connected:
             return
+        if self.gauge is not None:  # a consumer held by --backlog flushes, and receives not
+            self.gauge.tick()
         if self.queued or self.pending or self.to_ack or self.pull is not None or \
                 self.resuming:
             self._write_out()
@@ -691,12 +690,29 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             self.pull = self._run(self.js.pull_subscribe(
                 subject, durable=durable, stream=stream, config=config, **limit),
                 f"pull consumer on {stream}")
+        else:
+            # nats-py names a queue subscription's durable consumer after its deliver group.
+            group = durable if queue else None
+            self.sub = self._run(self.js.subscribe(
+                subject, queue=group, durable=durable, stream=stream, cb=self._on_message,
+                manual_ack=True, config=config, **limit), f"consumer on {stream}")
+        self.info_asks = 0
+        self.gauge_with(self._ask_pending)
+
+    def _ask_pending(self) -> None:
+        """The consumer's info, asked by a task of the loop: its num_pending is how many
+        messages of the stream it has not been delivered. One at a time."""
+        consumer = self.pull or self.sub
+        if self.info_asks or not self.connected or consumer is None:
             return
-        # nats-py names a queue subscription's durable consumer after its deliver group.
-        group = durable if queue else None
-        self.sub = self._run(self.js.subscribe(
-            subject, queue=group, durable=durable, stream=stream, cb=self._on_message,
-            manual_ack=True, config=config, **limit), f"consumer on {stream}")
+        self.info_asks += 1
+        self.loop.create_task(consumer.consumer_info()).add_done_callback(self._pending)
+
+    def _pending(self, task: asyncio.Task[Any]) -> None:
+        self.info_asks -= 1
+        if task.done() and not task.cancelled() and task.exception() is None:
+            info = task.result()
+            self.feedback.waiting(f"{info.stream_name} {info.name}", info.num_pending or 0)
 
     def _check_durable(self, stream: str, durable: str) -> None:
         """A durable consumer that exists already is used as it is (nats-py does not change
@@ -824,6 +840,15 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             if self.connected:
                 with contextlib.suppress(Exception):
                     self._await_acks(0)  # within ACK_TIMEOUT_S: then they count as failed
+                consumer = self.pull or self.sub
+                if self.gauge is not None and consumer is not None:
+                    # What was left, for the run's last interval.
+                    task = self.loop.create_task(asyncio.wait_for(consumer.consumer_info(),
+                                                                  PENDING_AT_CLOSE_S))
+                    self.info_asks += 1
+                    with contextlib.suppress(Exception):
+                        self.loop.run_until_complete(task)
+                    self._pending(task)
             self.closing = True
             self._stop_turner()
             with contextlib.suppress(Exception):

@@ -47,6 +47,7 @@ from harness.modules.interface.optional import (
 )
 from harness.modules.interface.options import option
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.gauge import Gauge
 from harness.modules.kit.inline import InlineFrames
 from harness.modules.kit.reconnect import Reconnecting
 from redis.backoff import NoBackoff
@@ -136,6 +137,10 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
         self.buffer: deque[tuple[bytes, bytes]] = deque()  # (entry id, payload) read ahead
         self.to_ack: list[bytes] = []
         self.last_id = b"0-0"  # an independent reader's (Subscriber, Requestor) position
+        # ... and its count of what it read since the stream had had added_before entries
+        self.entries_read = self.added_before = 0
+        # Asks the server what waits for this consumer (harness.modules.kit.gauge).
+        self.gauge: Gauge | None = None
         self.last_claim = time.monotonic()
         self.reply_key: str | None = None
         # A Responder's replies go to reply streams nobody trims otherwise.
@@ -218,6 +223,8 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
     def flush(self) -> None:
         if self.queued and not self.transacted:
             self._execute()
+        if self.gauge is not None and self.connected:  # a consumer held by --backlog
+            self.gauge.tick()
 
     def _execute(self) -> None:
         """Send the pipeline in one round trip; a send that failed becomes a failed send."""
@@ -262,16 +269,46 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                         raise
             elif self.settings.on_topic and self.last_id == b"0-0":
                 # From the stream's end when it first subscribed (a reconnect goes on from
-                # where it was).
-                newest = self.client.xrevrange(name, count=1)
-                self.last_id = newest[0][0] if newest else b"0-0"
+                # where it was), and how many entries the stream had had then (its lag).
+                try:
+                    info = self.client.xinfo_stream(name)
+                    self.last_id, self.added_before = info["last-generated-id"], \
+                        info["entries-added"]
+                except redis.exceptions.ResponseError:  # no stream yet
+                    self.added_before = 0
         except ERRORS as exc:
             raise self._lost(exc) from None
         except redis.exceptions.RedisError as exc:
             raise TransportError(f"subscribe to {name}: {_reason(exc)}") from None
+        if not self.pubsub_mode and not self.settings.asks:
+            self.gauge = Gauge(self._ask_lag)
+
+    def _ask_lag(self) -> None:
+        """How many entries of the stream this consumer has not been delivered: its consumer
+        group's lag (XINFO GROUPS), or for a reader of its own the entries added since it
+        subscribed less those it read (XINFO STREAM; at most the stream's length: what was
+        trimmed away unread is not waiting)."""
+        name = self.subscription.name  # type: ignore[union-attr]
+        try:
+            if self.grouped:
+                group = self.group.encode()
+                for info in self.client.xinfo_groups(name):
+                    if info["name"] == group and info.get("lag") is not None:
+                        self.feedback.waiting(f"{name} {self.group}", info["lag"])
+            else:
+                info = self.client.xinfo_stream(name)
+                left = info["entries-added"] - self.added_before - self.entries_read
+                self.feedback.waiting(f"{name} {self.consumer}",
+                                      max(min(left, info["length"]), 0))
+        except ERRORS as exc:
+            raise self._lost(exc) from None
+        except redis.exceptions.RedisError:
+            pass  # no stream yet, or a server before 7.0: nothing to say
 
     def receive(self, timeout: float) -> Message | None:
         self._ready(timeout)
+        if self.gauge is not None:
+            self.gauge.tick()
         if self.queued:
             self._execute()  # a Responder's replies go before it waits
         if not self.buffer:
@@ -343,6 +380,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                 self.buffer.append((entry_id, fields.get(FIELD, b"")))
             if entries:
                 self.last_id = entries[-1][0]
+                self.entries_read += len(entries)
 
     def _claim(self, name: str) -> None:
         self.last_claim = time.monotonic()
@@ -388,6 +426,8 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                         self._execute()
                     if self.to_ack and self.subscription is not None:
                         self.client.xack(self.subscription.name, self.group, *self.to_ack)
+                    if self.gauge is not None:  # what was left, for the run's last interval
+                        self._ask_lag()
                     if self.reply_key is not None:
                         self.client.delete(self.reply_key)
         except ERRORS:

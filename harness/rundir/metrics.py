@@ -6,7 +6,8 @@ Per group, labelled run_id, node, group, module and destination:
 - counters (`harness_messages_sent_total` ...), labelled by phase too (warmup, measure,
   drain): summary.json's counts are those of measure and drain;
 - the last interval's rate, threads alive, client CPU, and `harness_interval` (its index,
-  labelled by phase); where the transport reports it (Kafka), each partition's lag
+  labelled by phase); where the transport reports it, each partition's (Kafka) or
+  destination's (AMQP, JetStream, Redis Streams) lag
   (`harness_lag_messages`, labelled partition);
 - the last interval's percentiles of each latency metric (latency, service, delay, confirm),
   in seconds, from its HDR histogram as the interval record has it: `harness_latency_seconds`
@@ -95,9 +96,10 @@ class Metrics(Sink, Collector):
                                     "connected (--clients)", labels=LABELS)
         cpu = GaugeMetricFamily("harness_client_cpu_percent", "% of one core of the group's "
                                 "busiest process over the last interval", labels=LABELS)
-        lag = GaugeMetricFamily("harness_lag_messages", "messages on each partition the "
-                                "group's consumers had not taken, at the client's last "
-                                "report (Kafka)", labels=[*LABELS, "partition"])
+        lag = GaugeMetricFamily("harness_lag_messages", "messages on each partition (Kafka) "
+                                "or destination (a queue's depth, a stream consumer's "
+                                "pending) the group's consumers had not taken, as last "
+                                "read", labels=[*LABELS, "partition"])
         latency = GaugeMetricFamily("harness_latency_seconds", "the last interval's "
                                     "percentiles of each latency metric, from its HDR "
                                     "histogram", labels=[*LABELS, "metric", "quantile"])

@@ -222,9 +222,10 @@ class RunApp(App[None]):
         self.query_one("#percentiles", Static).update(table)
         partitions = self.query_one("#partitions", Static)
         partitions.display = bool(g.partitions)
-        if g.partitions:  # Kafka: the client library's per-partition figures
-            partitions.update(Text("per partition (msg/s at the client's last report, "
-                                   "lag):\n" + partition_text(g.partitions)))
+        if g.partitions:  # Kafka's per-partition figures; the broker's waiting counts
+            partitions.update(Text("at the broker (per partition: msg/s at the client's last "
+                                   "report, lag; per destination: messages waiting):\n"
+                                   + partition_text(g.partitions)))
         rates = list(g.rates)
         self.query_one("#spark-label", Static).update(
             f"rate per interval from 0/s, last {len(rates)}: max {max(rates, default=0):,.0f}/s")

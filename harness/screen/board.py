@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from hdrh.histogram import HdrHistogram
 
+from harness.modules.interface.feedback import WAITING
 from harness.spec.run import RunSpec
 from harness.stats.figures import (
     CLIENT_CPU_LIMIT,
@@ -177,9 +178,13 @@ class Board:
 
 def partition_text(partitions: dict[str, tuple[float, int]]) -> str:
     """Per-partition rates and lags in a few lines: each topic once, then its partitions as
-    [n] rate/s and, for consumers, their lag."""
+    [n] rate/s and, for consumers, their lag; a destination whose broker counts what waits
+    on it, as its name and that count."""
     topics: dict[str, list[str]] = {}
     for key, (rate_now, lag) in partitions.items():
+        if rate_now == WAITING:
+            topics.setdefault(key, []).append(f"{lag:,} waiting")
+            continue
         topic, _, number = key.rpartition("[")
         text = f"[{number.rstrip(']')}] {rate_now:,.0f}/s" + (f" lag {lag:,}" if lag >= 0
                                                               else "")

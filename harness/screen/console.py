@@ -210,8 +210,9 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
             console.print(f"{name}: {g['rebalances']} partition assignments (its consumer "
                           "group rebalanced; the log says which partitions)", highlight=False)
         if "lag" in g:
-            console.print(f"{name}: lag {g['lag']} at the end (messages on its partitions "
-                          "it had not taken: end offsets minus its positions)", highlight=False)
+            console.print(f"{name}: lag {g['lag']} at the end (messages waiting at the "
+                          "broker that its consumers had not taken, as last read)",
+                          highlight=False)
     if "backlog" in summary:
         console.print(backlog_text(summary["backlog"]), highlight=False)
     for point, left in summary.get("warmup_backlog", {}).items():

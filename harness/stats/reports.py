@@ -9,6 +9,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from harness.modules.interface.feedback import WAITING
 from harness.stats.counts import Counts, add_text
 from harness.stats.histogram import decode, new_histogram
 
@@ -24,7 +25,8 @@ class GroupPart:
     threads: int
     producing: int  # threads still producing
     # Per partition ("topic[n]"), where the transport reports them: (msg/s, lag) summed over
-    # the group's clients at their last report in the interval (add_partitions).
+    # the group's clients at their last report in the interval (add_partitions); and per
+    # destination whose broker says what waits on it, (WAITING, that count).
     partitions: dict[str, tuple[float, int]] | None = None
     # With --clients: the group's clients, and those connected at the interval's end.
     clients: int = 0
@@ -157,11 +159,16 @@ Report = IntervalReport | StatusReport | BalanceReport | LogReport | DoneReport
 def add_partitions(many: Iterable[dict[str, Any] | None]) -> dict[str, tuple[float, int]] | None:
     """Per-partition gauges of several clients (threads, processes, nodes) as one: the rates
     and the known lags added up (competing consumers hold a partition each; subscribers each
-    read all of them, as the rate they receive at adds up); a lag none knows stays -1. None
-    where none reported any."""
+    read all of them, as the rate they receive at adds up); a lag none knows stays -1. A
+    destination's waiting count (rate WAITING: a queue's depth, which its competing consumers
+    each read alike) is the largest any of them read, not their sum. None where none
+    reported any."""
     out: dict[str, tuple[float, int]] = {}
     for partitions in many:
         for key, (rate, lag) in (partitions or {}).items():
+            if rate == WAITING:
+                out[key] = (WAITING, max(lag, out.get(key, (WAITING, -1))[1]))
+                continue
             was_rate, was_lag = out.get(key, (0.0, -1))
             out[key] = (was_rate + rate, lag + max(was_lag, 0) if lag >= 0 else was_lag)
     return dict(sorted(out.items(), key=lambda kv: _partition_order(kv[0]))) or None

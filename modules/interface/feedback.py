@@ -11,6 +11,10 @@ from __future__ import annotations
 import threading
 from array import array
 
+# The rate of a partitions entry that is a destination's waiting count (Feedback.waiting):
+# the broker says how many wait, not how fast they go.
+WAITING = -1.0
+
 
 class Feedback:
     __slots__ = ("confirm_us", "doubt", "errors", "failed", "partitions", "rebalances",
@@ -40,12 +44,21 @@ class Feedback:
         # advanced by between its last two reports (msg/s), and a consumer's lag (messages
         # on the partition it has not taken; -1: unknown, or a producer's). Replaced whole
         # at each report, on the worker's own thread; the worker reads the latest at each
-        # interval boundary.
+        # interval boundary. An entry whose rate is WAITING is instead the broker's count of
+        # what a destination holds for its consumers (waiting()).
         self.partitions: dict[str, tuple[float, int]] = {}
 
     def error(self, kind: str, reason: str) -> None:
         count, _ = self.errors.get(kind, (0, reason))
         self.errors[kind] = (count + 1, reason)
+
+    def waiting(self, destination: str, count: int) -> None:
+        """The broker said `count` messages wait on `destination` for this consumer (a
+        queue's depth, a stream consumer's pending, a consumer group's lag): a count every
+        consumer of the destination reads alike, so that many consumers' reports of it are
+        merged by the largest, not added. The dict is replaced, never changed in place: the
+        cell may read the last one handed over."""
+        self.partitions = {**self.partitions, destination: (WAITING, count)}
 
     def rebalance(self, note: str) -> None:
         """Count a rebalance of the consumer's group, said in the log as `note`."""

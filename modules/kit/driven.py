@@ -11,12 +11,14 @@ import contextlib
 import time
 from abc import abstractmethod
 from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Message
 from harness.modules.interface.optional import ClientLoop
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.gauge import Gauge
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.reconnect import Reconnecting
 
@@ -40,6 +42,21 @@ class DrivenTransport(Reconnecting, NetworkTransport, ClientLoop):
         # due (idle), and that wait must end when asked: the loop waits to the microsecond
         # (harness.modules.kit.selector), which costs every other wait a little.
         self.exact_waits = settings.publishes and self.confirms(settings)
+        # One of many clients a thread waits on together (Multiplexed, --clients).
+        self.shares_thread = False
+        # Asks the broker what waits for this consumer (harness.modules.kit.gauge), where the
+        # transport can and the connection is a thread's own.
+        self.gauge: Gauge | None = None
+
+    def multiplexed(self) -> None:
+        self.shares_thread = True
+
+    def gauge_with(self, ask: Callable[[], None]) -> None:
+        """On a new subscription: ask() the broker what waits for it from now on (the
+        transport calls feedback.waiting() with the answer); what an earlier subscription
+        was told no longer holds."""
+        self.feedback.partitions = {}
+        self.gauge = None if self.shares_thread else Gauge(ask)
 
     def arrived(self, raw: Any) -> None:
         # On the thread that turns the loop, inside receive(): deliver() cannot run meanwhile.
@@ -84,6 +101,10 @@ class DrivenTransport(Reconnecting, NetworkTransport, ClientLoop):
 
     def flush(self) -> None:
         self.unwritten = 0
+        if self.gauge is not None:  # a consumer held by --backlog flushes, and receives not:
+            self.gauge.tick()       # the broker's answer is read by a turn of its own
+            if self.connected:
+                self._turn(0)
         if not self.connected:
             with contextlib.suppress(TransportError):
                 self._check()
@@ -99,4 +120,6 @@ class DrivenTransport(Reconnecting, NetworkTransport, ClientLoop):
                 return None
             self._turn(timeout)
         self._tend()
+        if self.gauge is not None:
+            self.gauge.tick()
         return self.take(0)
