@@ -33,12 +33,15 @@ def test_a_consumer_at_500_behind_a_producer_at_1000_builds_500_a_second(harness
     received = {r["interval"]: r["received"] for r in counters(result, "receiver")
                 if r["phase"] != "drain"}
     assert list(sent.values()) == [1000] * 4
-    # To within the message on either side of a boundary.
-    assert all(abs(received[i] - 500) <= 1 for i in sent), received
+    # To within the message on either side of a boundary, on a quiet machine; beside
+    # another test's load the thread may be held up a few tens of milliseconds, and its
+    # schedule (not its wake-ups) sets what it takes: it catches up.
+    assert all(abs(received[i] - 500) <= 30 for i in sent), received
+    assert abs(sum(received.values()) - 2000) <= 2, received
     backlog = 0
     for i in sorted(sent):
         backlog += sent[i] - received[i]
-        assert abs(backlog - 500 * (i + 1)) <= 2
+        assert abs(backlog - 500 * (i + 1)) <= 30
     # Its latency grows as the backlog does: half a second more each second.
     receiver = result.summary["groups"]["receiver"]
     assert receiver["latency"]["p50"] > 1_000_000
