@@ -4,10 +4,8 @@ A client is a producer with a connection, an identity and a schedule of its own:
 role's worker for its client number (so that its producer id, destination, phase in the
 group's schedule, properties and deck are what a thread of that number would have) but never
 started as a thread. The group's threads each drive their share of the clients (client k on
-thread k mod -nt): one thread connects them at --connect-rate, up to CONNECTS_AT_ONCE at a
-time (each on a connector thread, so that a broker slow to answer, or far away, holds one
-connection and not the clients behind it), timing each connection to the broker's answer
-(the connect histogram), sends each client's messages as they fall due (the
+thread k mod -nt): one thread connects them at --connect-rate, timing each connection to the
+broker's answer (the connect histogram), sends each client's messages as they fall due (the
 clients' schedules merged in one heap), and waits on every client's socket at once
 (Multiplexed), turning only the client whose socket has something to read. Every message is
 measured as a thread's is, into the thread's one buffer: one hand-off an interval, however
@@ -18,12 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import os
 import select
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import Consumer
@@ -43,10 +39,6 @@ RETRY_NS = 1_000_000_000
 # comes round only every TEND_EVERY_NS.
 DOWN_TEND_NS = 250_000_000
 FAR = 1 << 62
-# Connection attempts a thread has under way at once: the connect rate paces when each
-# begins; these bound how many a slow handshake (a remote broker, TLS, one that does not
-# answer) keeps waiting together.
-CONNECTS_AT_ONCE = 32
 
 
 class Clients(Worker):
@@ -86,13 +78,6 @@ class Clients(Worker):
         self.epoll = select.epoll()
         self.fds: dict[int, int] = {}  # socket -> client index
         self.registered = [-1] * len(clients)
-        # Connections being opened on the connector threads (client index -> its attempt),
-        # and those whose attempt ended, which a connector thread says through `woken`.
-        self.connector: ThreadPoolExecutor | None = None
-        self.opening: dict[int, Future[tuple[int, int]]] = {}
-        self.opened: deque[int] = deque()
-        self.woken = os.eventfd(0, os.EFD_NONBLOCK)
-        self.epoll.register(self.woken, select.EPOLLIN)
 
     # -- the clients' connections
     def prepare(self) -> None:
@@ -101,86 +86,22 @@ class Clients(Worker):
         the run, at the connect rate, as consumer threads do: one that joined later would
         find the streams begun and count their heads lost."""
         self.outage_counted = 0
-        if not self.consumes:
-            self._connect(0)
-            self.started.append(0)  # it sends from the start of the run (work)
-            return
         first = now_ns()
-        try:
-            for i in range(len(self.clients)):
-                if self.connect_gap:
-                    wait_ns = first + i * self.connect_gap - now_ns()
-                    if wait_ns > 0:
-                        time.sleep(wait_ns / 1e9)
-                while len(self.opening) >= CONNECTS_AT_ONCE:
-                    self._prepared(self._wait_opened())
-                self._start_open(i)
-            while self.opening:
-                self._prepared(self._wait_opened())
-        except BaseException:
-            self._stop_connector()
-            raise
-
-    def _prepared(self, i: int) -> None:
-        self._connected(i, *self._take_opened(i))
-        self.started.append(i)
-
-    def _wait_opened(self) -> int:
-        """The next client whose connection attempt ended (prepare: nothing else to do)."""
-        while not self.opened:
-            select.select([self.woken], [], [], MAX_SLEEP_S)
-            with contextlib.suppress(BlockingIOError):
-                os.eventfd_read(self.woken)
-        return self.opened.popleft()
-
-    # -- connection attempts on the connector threads
-    def _start_open(self, i: int) -> None:
-        if self.connector is None:
-            self.connector = ThreadPoolExecutor(CONNECTS_AT_ONCE,
-                                                thread_name_prefix=f"{self.name}-connect")
-        future = self.connector.submit(self._open_timed, i)
-        self.opening[i] = future
-        future.add_done_callback(lambda _: self._ended(i))
-
-    def _open_timed(self, i: int) -> tuple[int, int]:
-        """On a connector thread: client i's open(), and when it began and ended (monotonic
-        ns). Nothing else of the client is touched there: what follows is this thread's."""
-        began = now_ns()
-        self.clients[i].transport.open()
-        return began, now_ns()
-
-    def _ended(self, i: int) -> None:
-        self.opened.append(i)
-        os.eventfd_write(self.woken, 1)
-
-    def _take_opened(self, i: int) -> tuple[int, int]:
-        """When client i's ended attempt began and ended; raises what it raised."""
-        return self.opening.pop(i).result()
-
-    def _stop_connector(self) -> None:
-        """At the end: wait for the attempts under way (each within its transport's connect
-        timeout) and close what they opened and no one took."""
-        connector, self.connector = self.connector, None
-        if connector is not None:
-            connector.shutdown(wait=True)
-        for i, future in list(self.opening.items()):
-            if future.exception() is None:
-                with contextlib.suppress(Exception):
-                    self.clients[i].transport.close()
-        self.opening.clear()
-        self.opened.clear()
+        for i in range(len(self.clients) if self.consumes else 1):
+            if self.connect_gap:
+                wait_ns = first + i * self.connect_gap - now_ns()
+                if wait_ns > 0:
+                    time.sleep(wait_ns / 1e9)
+            self._connect(i)
+            self.started.append(i)  # it sends from the start of the run (work)
 
     def _connect(self, i: int) -> int:
-        """Open client i's connection on this thread, timed into the connect histogram;
-        returns when it was up (monotonic ns), or raises TransportError."""
-        began = now_ns()
-        self.clients[i].transport.open()
-        return self._connected(i, began, now_ns())
-
-    def _connected(self, i: int, began: int, up: int) -> int:
-        """What follows client i's open() (timed from began to up): its subscription or
-        session, and its socket watched; returns when it was ready."""
+        """Open client i's connection, timed into the connect histogram; returns when it was
+        up (monotonic ns), or raises TransportError."""
         client, rec = self.clients[i], self.rec
+        began = now_ns()
+        client.transport.open()
+        up = now_ns()
         rec.connect.append((up - began) // 1000)
         try:
             if isinstance(client, Consumer):
@@ -199,6 +120,11 @@ class Clients(Worker):
         self._watch(i)
         return up
 
+    def _open(self, i: int) -> None:
+        """Client i's first connection; it sends from then on."""
+        done = self._connect(i)
+        self.started.append(i)
+        self._begin(i, done)
 
     def _begin(self, i: int, done: int) -> None:
         """Client i connected at done: its sends and its churn from then on."""
@@ -236,16 +162,13 @@ class Clients(Worker):
             self.closed.add(i)
             heapq.heappush(self.churn, (now_ns() + RETRY_NS, i))
 
-    def _try_opened(self, i: int) -> bool:
-        """Client i's first connection, whose attempt ended: it sends from then on."""
+    def _try_open(self, i: int) -> bool:
         try:
-            done = self._connected(i, *self._take_opened(i))
+            self._open(i)
+            return True
         except TransportError as exc:
             self._connect_failed(exc)
             return False
-        self.started.append(i)
-        self._begin(i, done)
-        return True
 
     def _connect_failed(self, exc: TransportError) -> None:
         """A connection attempt failed: an error, a failed connection, and its reason
@@ -320,19 +243,15 @@ class Clients(Worker):
             if down and now >= down_at:
                 down_at = now + DOWN_TEND_NS
                 self._tend_down()
-            opened = self.opened
-            while opened:  # attempts that ended, each begun at the connect rate
-                i = opened.popleft()
-                if not self._try_opened(i):
-                    heapq.heappush(waiting, (now + RETRY_NS, i))
-                now = now_ns()
-            if waiting and len(self.opening) < CONNECTS_AT_ONCE and now >= next_connect \
-                    and waiting[0][0] <= now:
-                # One connection begun a turn, then what fell due meanwhile.
+            if waiting and now >= next_connect and waiting[0][0] <= now:
+                # One connection a turn, then what fell due meanwhile: a client's sends
+                # do not wait for all the others to connect.
                 _, i = heapq.heappop(waiting)
-                self._start_open(i)
-                # Behind the connect rate (every connector busy), by at most a second's worth.
+                if not self._try_open(i):
+                    heapq.heappush(waiting, (now + RETRY_NS, i))
+                # Behind the connect rate (slow handshakes), by at most a second's worth.
                 next_connect = max(next_connect + self.connect_gap, now - 1_000_000_000)
+                now = now_ns()
             churn = self.churn
             if churn and churn[0][0] <= now:
                 _, i = churn[0]
@@ -365,8 +284,7 @@ class Clients(Worker):
                     self._poll(epoll_poll, 0)
                 continue
             due = min(heap[0][0] if heap else FAR, self.next_boundary, until, tend_at,
-                      max(next_connect, waiting[0][0])
-                      if waiting and len(self.opening) < CONNECTS_AT_ONCE else FAR,
+                      max(next_connect, waiting[0][0]) if waiting else FAR,
                       churn[0][0] if churn else FAR, down_at if down else FAR,
                       now + most_ns)
             if consumes and control.draining and not self.setup.checked and \
@@ -431,9 +349,6 @@ class Clients(Worker):
         for socket, _ in events:
             i = fds.get(socket)
             if i is None:
-                if socket == self.woken:  # an attempt ended: work() takes it
-                    with contextlib.suppress(BlockingIOError):
-                        os.eventfd_read(self.woken)
                 continue
             transport = clients[i].transport
             try:
@@ -549,11 +464,8 @@ class Clients(Worker):
     def close(self) -> None:
         clients = self.clients
         try:
-            self._stop_connector()
             for i in self.started:
                 with contextlib.suppress(Exception):  # each client closes as it can
                     clients[i].transport.close()
         finally:
             self.epoll.close()
-            with contextlib.suppress(OSError):  # closed already (a start that failed)
-                os.close(self.woken)
