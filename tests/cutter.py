@@ -14,10 +14,14 @@ import time
 
 class Cutter:
     """Listens on 127.0.0.1:`port` (a free one) and forwards to `target`. With `record`, keeps
-    what passes in `log`, in the order the proxy read it: (connection, from the client, bytes)."""
+    what passes in `log`, in the order the proxy read it: (connection, from the client, bytes).
+    With `delay`, holds the server's first answer on each connection that many seconds (a
+    broker slow to answer, or far away)."""
 
-    def __init__(self, target: tuple[str, int], record: bool = False) -> None:
+    def __init__(self, target: tuple[str, int], record: bool = False,
+                 delay: float = 0.0) -> None:
         self.target = target
+        self.delay = delay
         self.log: list[tuple[int, bool, bytes]] | None = [] if record else None
         self._connections = 0
         self._lock = threading.Lock()
@@ -93,6 +97,13 @@ class Cutter:
 
     def _pump(self, src: socket.socket, dst: socket.socket, number: int, upstream: bool) -> None:
         try:
+            if not upstream and self.delay:
+                first = src.recv(65536)
+                time.sleep(self.delay)
+                if first:
+                    dst.sendall(first)
+                else:
+                    raise OSError
             while data := src.recv(65536):
                 if self.log is not None:
                     with self._lock:

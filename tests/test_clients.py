@@ -323,6 +323,39 @@ def test_mqtt_subscriber_clients_each_receive_every_message(harness, brokers):
     assert delivery["missing"] == delivery["duplicated"] == 0
 
 
+def test_clients_of_a_broker_slow_to_answer_connect_together_not_one_after_another(
+        harness, brokers):
+    """Each connection's CONNACK held 0.5 s (a proxy: a broker slow to answer, or far
+    away): 40 publishers and 40 subscribers, each group on one thread, connect in about a
+    second each, where one after another they would take 20 s each."""
+    from tests.cutter import Cutter
+
+    d = unique("slowconnect")
+    port = int(brokers["mosquitto"]["mqtt"][1])
+    slow = [Cutter(("127.0.0.1", port), delay=0.5) for _ in range(2)]
+    try:
+        began = time.monotonic()
+        result = harness("run", "-m", "mqtt.Publisher", "-d", d, "--qos", "1", "--clients",
+                         "40", "--rate", "40", "--port", str(slow[0].port), "-g",
+                         f"-m mqtt.Subscriber -d {d} --qos 1 --clients 40 --port "
+                         f"{slow[1].port}", "-rl", "4", "-sw", "0", "-ss", "1", timeout=120)
+        took = time.monotonic() - began
+    finally:
+        for proxy in slow:
+            proxy.close()
+    assert result.code == 0, result.stderr
+    for group in ("publisher", "subscriber"):
+        connect = result.summary["groups"][group]["connect"]
+        assert connect["p50"] >= 500_000, (group, connect)  # each was held
+        assert sum(histogram_counts(result, f"{group}.connect")) == 40
+    # The subscribers all subscribed before the run; the publishers were all up in its
+    # second second.
+    assert counters(result, "publisher")[1]["clients_up"] == 40
+    assert took < 15, took
+    delivery = result.summary["delivery"][0]
+    assert delivery["missing"] == delivery["duplicated"] == 0
+
+
 def test_mqtt_receiver_clients_share_a_queue_and_receive_each_message_once(harness, brokers):
     d = unique("receivers")
     mosquitto = " ".join(brokers["mosquitto"]["mqtt"])

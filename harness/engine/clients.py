@@ -4,8 +4,11 @@ A client is a producer with a connection, an identity and a schedule of its own:
 role's worker for its client number (so that its producer id, destination, phase in the
 group's schedule, properties and deck are what a thread of that number would have) but never
 started as a thread. The group's threads each drive their share of the clients (client k on
-thread k mod -nt): one thread connects them at --connect-rate, timing each connection to the
-broker's answer (the connect histogram), sends each client's messages as they fall due (the
+thread k mod -nt): one thread connects them at --connect-rate, one at a time while
+connections are quick and up to CONNECTS_AT_ONCE at a time while they are slow (each on a
+connector thread, so that a broker slow to answer, or far away, holds one connection and not
+the clients behind it), timing each connection to the broker's answer
+(the connect histogram), sends each client's messages as they fall due (the
 clients' schedules merged in one heap), and waits on every client's socket at once
 (Multiplexed), turning only the client whose socket has something to read. Every message is
 measured as a thread's is, into the thread's one buffer: one hand-off an interval, however
@@ -16,10 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import select
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import Consumer
@@ -39,6 +44,14 @@ RETRY_NS = 1_000_000_000
 # comes round only every TEND_EVERY_NS.
 DOWN_TEND_NS = 250_000_000
 FAR = 1 << 62
+# Connection attempts a thread has under way at once: the connect rate paces when each
+# begins; these bound how many a slow handshake (a remote broker, TLS, one that does not
+# answer) keeps waiting together.
+CONNECTS_AT_ONCE = 32
+# ... and another begins beside those under way only once the oldest has taken this long
+# (waiting on the broker or the network): where connections are quick, one at a time costs
+# least and times each without the others' contention.
+SLOW_CONNECT_NS = 10_000_000
 
 
 class Clients(Worker):
@@ -78,6 +91,17 @@ class Clients(Worker):
         self.epoll = select.epoll()
         self.fds: dict[int, int] = {}  # socket -> client index
         self.registered = [-1] * len(clients)
+        # Connections being opened on the connector threads (client index -> its attempt),
+        # and those whose attempt ended, which a connector thread says through `woken`.
+        self.connector: ThreadPoolExecutor | None = None
+        self.opening: dict[int, Future[tuple[int, int]]] = {}
+        self.opening_began: dict[int, int] = {}  # when each began (monotonic ns), oldest first
+        # Whether the last attempt took less than SLOW_CONNECT_NS: the next is then made on
+        # this thread, as a hand-off to a connector thread would cost more than it waits.
+        self.quick = True
+        self.opened: deque[int] = deque()
+        self.woken = os.eventfd(0, os.EFD_NONBLOCK)
+        self.epoll.register(self.woken, select.EPOLLIN)
 
     # -- the clients' connections
     def prepare(self) -> None:
@@ -86,22 +110,115 @@ class Clients(Worker):
         the run, at the connect rate, as consumer threads do: one that joined later would
         find the streams begun and count their heads lost."""
         self.outage_counted = 0
+        if not self.consumes:
+            self._connect(0)
+            self.started.append(0)  # it sends from the start of the run (work)
+            return
         first = now_ns()
-        for i in range(len(self.clients) if self.consumes else 1):
-            if self.connect_gap:
-                wait_ns = first + i * self.connect_gap - now_ns()
-                if wait_ns > 0:
-                    time.sleep(wait_ns / 1e9)
-            self._connect(i)
-            self.started.append(i)  # it sends from the start of the run (work)
+        try:
+            for i in range(len(self.clients)):
+                if self.connect_gap:
+                    wait_ns = first + i * self.connect_gap - now_ns()
+                    if wait_ns > 0:
+                        time.sleep(wait_ns / 1e9)
+                while (at := self._begin_at(now_ns())) > now_ns():
+                    self._prepared_if(self._wait_opened((at - now_ns()) / 1e9))
+                if self.quick and not self.opening:
+                    self._connect(i)
+                    self.started.append(i)
+                else:
+                    self._start_open(i)
+            while self.opening:
+                self._prepared_if(self._wait_opened(MAX_SLEEP_S))
+        except BaseException:
+            self._stop_connector()
+            raise
+
+    def _prepared_if(self, i: int | None) -> None:
+        if i is not None:
+            self._connected(i, *self._take_opened(i))
+            self.started.append(i)
+
+    def _wait_opened(self, timeout: float) -> int | None:
+        """The next client whose connection attempt ended, waiting up to timeout for one
+        (prepare: nothing else to do); None if none did."""
+        if not self.opened:
+            select.select([self.woken], [], [], min(timeout, MAX_SLEEP_S))
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(self.woken)
+        return self.opened.popleft() if self.opened else None
+
+    def _begin_at(self, at: int) -> int:
+        """When the next attempt may begin, at or after `at`: FAR while CONNECTS_AT_ONCE are
+        under way; with some under way, once the oldest has taken SLOW_CONNECT_NS."""
+        opening = self.opening_began
+        if len(opening) >= CONNECTS_AT_ONCE:
+            return FAR
+        if opening:
+            return max(at, next(iter(opening.values())) + SLOW_CONNECT_NS)
+        return at
+
+    # -- connection attempts on the connector threads
+    def _start_open(self, i: int) -> None:
+        if self.connector is None:
+            self.connector = ThreadPoolExecutor(CONNECTS_AT_ONCE,
+                                                thread_name_prefix=f"{self.name}-connect")
+        self.opening_began[i] = now_ns()
+        future = self.connector.submit(self._open_timed, i)
+        self.opening[i] = future
+        future.add_done_callback(lambda _: self._ended(i))
+
+    def _open_timed(self, i: int) -> tuple[int, int]:
+        """On a connector thread: client i's open(), and when it began and ended (monotonic
+        ns). Nothing else of the client is touched there: what follows is this thread's."""
+        began = now_ns()
+        self.clients[i].transport.open()
+        return began, now_ns()
+
+    def _ended(self, i: int) -> None:
+        self.opened.append(i)
+        os.eventfd_write(self.woken, 1)
+
+    def _take_opened(self, i: int) -> tuple[int, int]:
+        """When client i's ended attempt began and ended; raises what it raised."""
+        began = self.opening_began.pop(i)
+        future = self.opening.pop(i)
+        if future.exception() is not None:
+            self.quick = now_ns() - began < SLOW_CONNECT_NS
+        else:
+            began, up = future.result()
+            self.quick = up - began < SLOW_CONNECT_NS
+        return future.result()
+
+    def _stop_connector(self) -> None:
+        """At the end: wait for the attempts under way (each within its transport's connect
+        timeout) and close what they opened and no one took."""
+        connector, self.connector = self.connector, None
+        if connector is not None:
+            connector.shutdown(wait=True)
+        for i, future in list(self.opening.items()):
+            if future.exception() is None:
+                with contextlib.suppress(Exception):
+                    self.clients[i].transport.close()
+        self.opening.clear()
+        self.opening_began.clear()
+        self.opened.clear()
 
     def _connect(self, i: int) -> int:
-        """Open client i's connection, timed into the connect histogram; returns when it was
-        up (monotonic ns), or raises TransportError."""
-        client, rec = self.clients[i], self.rec
+        """Open client i's connection on this thread, timed into the connect histogram;
+        returns when it was up (monotonic ns), or raises TransportError."""
         began = now_ns()
-        client.transport.open()
-        up = now_ns()
+        try:
+            self.clients[i].transport.open()
+        finally:
+            up = now_ns()
+            self.quick = up - began < SLOW_CONNECT_NS
+        return self._connected(i, began, up)
+
+    def _connected(self, i: int, began: int, up: int) -> int:
+        """What follows client i's open() (timed from began to up): its subscription or
+        session, and its socket watched; returns when it was ready."""
+        client, rec = self.clients[i], self.rec
         rec.connect.append((up - began) // 1000)
         try:
             if isinstance(client, Consumer):
@@ -120,11 +237,6 @@ class Clients(Worker):
         self._watch(i)
         return up
 
-    def _open(self, i: int) -> None:
-        """Client i's first connection; it sends from then on."""
-        done = self._connect(i)
-        self.started.append(i)
-        self._begin(i, done)
 
     def _begin(self, i: int, done: int) -> None:
         """Client i connected at done: its sends and its churn from then on."""
@@ -162,13 +274,17 @@ class Clients(Worker):
             self.closed.add(i)
             heapq.heappush(self.churn, (now_ns() + RETRY_NS, i))
 
-    def _try_open(self, i: int) -> bool:
+    def _try_open(self, i: int, here: bool) -> bool:
+        """Client i's first connection, made on this thread (here) or by an attempt that
+        ended on a connector thread: it sends from then on."""
         try:
-            self._open(i)
-            return True
+            done = self._connect(i) if here else self._connected(i, *self._take_opened(i))
         except TransportError as exc:
             self._connect_failed(exc)
             return False
+        self.started.append(i)
+        self._begin(i, done)
+        return True
 
     def _connect_failed(self, exc: TransportError) -> None:
         """A connection attempt failed: an error, a failed connection, and its reason
@@ -243,11 +359,18 @@ class Clients(Worker):
             if down and now >= down_at:
                 down_at = now + DOWN_TEND_NS
                 self._tend_down()
-            if waiting and now >= next_connect and waiting[0][0] <= now:
-                # One connection a turn, then what fell due meanwhile: a client's sends
-                # do not wait for all the others to connect.
+            opened = self.opened
+            while opened:  # attempts that ended, each begun at the connect rate
+                i = opened.popleft()
+                if not self._try_open(i, here=False):
+                    heapq.heappush(waiting, (now + RETRY_NS, i))
+                now = now_ns()
+            if waiting and now >= self._begin_at(max(next_connect, waiting[0][0])):
+                # One connection begun a turn, then what fell due meanwhile.
                 _, i = heapq.heappop(waiting)
-                if not self._try_open(i):
+                if not self.quick or self.opening:
+                    self._start_open(i)
+                elif not self._try_open(i, here=True):
                     heapq.heappush(waiting, (now + RETRY_NS, i))
                 # Behind the connect rate (slow handshakes), by at most a second's worth.
                 next_connect = max(next_connect + self.connect_gap, now - 1_000_000_000)
@@ -284,7 +407,7 @@ class Clients(Worker):
                     self._poll(epoll_poll, 0)
                 continue
             due = min(heap[0][0] if heap else FAR, self.next_boundary, until, tend_at,
-                      max(next_connect, waiting[0][0]) if waiting else FAR,
+                      self._begin_at(max(next_connect, waiting[0][0])) if waiting else FAR,
                       churn[0][0] if churn else FAR, down_at if down else FAR,
                       now + most_ns)
             if consumes and control.draining and not self.setup.checked and \
@@ -349,6 +472,9 @@ class Clients(Worker):
         for socket, _ in events:
             i = fds.get(socket)
             if i is None:
+                if socket == self.woken:  # an attempt ended: work() takes it
+                    with contextlib.suppress(BlockingIOError):
+                        os.eventfd_read(self.woken)
                 continue
             transport = clients[i].transport
             try:
@@ -464,8 +590,11 @@ class Clients(Worker):
     def close(self) -> None:
         clients = self.clients
         try:
+            self._stop_connector()
             for i in self.started:
                 with contextlib.suppress(Exception):  # each client closes as it can
                     clients[i].transport.close()
         finally:
             self.epoll.close()
+            with contextlib.suppress(OSError):  # closed already (a start that failed)
+                os.close(self.woken)

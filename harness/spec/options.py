@@ -51,7 +51,8 @@ COMMON: tuple[Option, ...] = (
            "each client's rate.", low=0),
     Option("connect-rate", float, 0.0, "With --clients: clients each process connects a "
            "second from the start of the run (each sends once connected), every connection "
-           "timed in the connect histogram; 0 = one after another, at once.", low=0),
+           "timed in the connect histogram; 0 = as fast as they connect. A thread has up "
+           "to 32 attempts under way at once while connections are slow.", low=0),
     Option("reconnect-every", float, 0.0, "With --clients: churn. Each client closes its "
            "connection and opens a new one every this many seconds (the first after one to "
            "two periods, spread over the clients), timed in the connect histogram; with "
