@@ -63,7 +63,9 @@ class Case:
             f"-rt {self.rate}"
         out = [*f"{self.producer} {at} {pace}".split()]
         if self.consumer:
-            out += ["-g", f"{self.consumer} {at}"]
+            # A persistent session's client id is the run's own: one the broker still holds
+            # for another run (or one left running) would be taken over, its messages with it.
+            out += ["-g", f"{self.consumer.replace('{d}', destination)} {at}"]
         return out
 
 
@@ -212,7 +214,7 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
                  # Its own client ids: a persistent session's id is the node's, group's,
                  # process's and client's, the same as the case above's for client 0.
                  Case("mqtt clients on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
-                      "-m mqtt.Subscriber --qos 1 --no-clean --clients 5 --client-id many-",
+                      "-m mqtt.Subscriber --qos 1 --no-clean --clients 5 --client-id many-{d}-",
                       clients=50)]),
     (Nginx, [Case("http on nginx", "http", "-m http.Requestor --method GET", rate=50)]),
     # Tansu keeps messages in memory only: a crash loses what it held, so the path is not
@@ -292,7 +294,7 @@ CUTS = [
     Case("mqtt on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
          "-m mqtt.Subscriber --qos 1 --no-clean", durable=True),
     Case("mqtt clients on Mosquitto", "mqtt", "-m mqtt.Publisher --qos 1",
-         "-m mqtt.Subscriber --qos 1 --no-clean --clients 5 --client-id many-", durable=True,
+         "-m mqtt.Subscriber --qos 1 --no-clean --clients 5 --client-id many-{d}-", durable=True,
          clients=50),
     Case("amqp on RabbitMQ", "amqp", *AMQP, durable=True),
     Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
