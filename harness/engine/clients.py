@@ -91,11 +91,11 @@ class Clients(Worker):
         self.epoll = select.epoll()
         self.fds: dict[int, int] = {}  # socket -> client index
         self.registered = [-1] * len(clients)
-        # Connections being opened on the connector threads (client index -> its attempt),
-        # and those whose attempt ended, which a connector thread says through `woken`.
+        # Connections being opened on the connector threads (client index -> its attempt and
+        # when it was begun, monotonic ns; oldest first), and those whose attempt ended,
+        # which a connector thread says through `woken`.
         self.connector: ThreadPoolExecutor | None = None
-        self.opening: dict[int, Future[tuple[int, int]]] = {}
-        self.opening_began: dict[int, int] = {}  # when each began (monotonic ns), oldest first
+        self.opening: dict[int, tuple[Future[tuple[int, int]], int]] = {}
         # Whether the last attempt took less than SLOW_CONNECT_NS: the next is then made on
         # this thread, as a hand-off to a connector thread would cost more than it waits.
         self.quick = True
@@ -151,11 +151,11 @@ class Clients(Worker):
     def _begin_at(self, at: int) -> int:
         """When the next attempt may begin, at or after `at`: FAR while CONNECTS_AT_ONCE are
         under way; with some under way, once the oldest has taken SLOW_CONNECT_NS."""
-        opening = self.opening_began
+        opening = self.opening
         if len(opening) >= CONNECTS_AT_ONCE:
             return FAR
         if opening:
-            return max(at, next(iter(opening.values())) + SLOW_CONNECT_NS)
+            return max(at, next(iter(opening.values()))[1] + SLOW_CONNECT_NS)
         return at
 
     # -- connection attempts on the connector threads
@@ -163,9 +163,9 @@ class Clients(Worker):
         if self.connector is None:
             self.connector = ThreadPoolExecutor(CONNECTS_AT_ONCE,
                                                 thread_name_prefix=f"{self.name}-connect")
-        self.opening_began[i] = now_ns()
+        begun = now_ns()
         future = self.connector.submit(self._open_timed, i)
-        self.opening[i] = future
+        self.opening[i] = (future, begun)
         future.add_done_callback(lambda _: self._ended(i))
 
     def _open_timed(self, i: int) -> tuple[int, int]:
@@ -181,14 +181,14 @@ class Clients(Worker):
 
     def _take_opened(self, i: int) -> tuple[int, int]:
         """When client i's ended attempt began and ended; raises what it raised."""
-        began = self.opening_began.pop(i)
-        future = self.opening.pop(i)
-        if future.exception() is not None:
-            self.quick = now_ns() - began < SLOW_CONNECT_NS
-        else:
+        future, begun = self.opening.pop(i)
+        try:
             began, up = future.result()
-            self.quick = up - began < SLOW_CONNECT_NS
-        return future.result()
+        except BaseException:
+            self.quick = now_ns() - begun < SLOW_CONNECT_NS
+            raise
+        self.quick = up - began < SLOW_CONNECT_NS
+        return began, up
 
     def _stop_connector(self) -> None:
         """At the end: wait for the attempts under way (each within its transport's connect
@@ -196,12 +196,11 @@ class Clients(Worker):
         connector, self.connector = self.connector, None
         if connector is not None:
             connector.shutdown(wait=True)
-        for i, future in list(self.opening.items()):
+        for i, (future, _) in self.opening.items():
             if future.exception() is None:
                 with contextlib.suppress(Exception):
                     self.clients[i].transport.close()
         self.opening.clear()
-        self.opening_began.clear()
         self.opened.clear()
 
     def _connect(self, i: int) -> int:
