@@ -39,6 +39,44 @@ def measured_histogram(rows: list[dict], tag: str) -> HdrHistogram:
     return total
 
 
+def summary_lines(text: str) -> list[str]:
+    """The summary's figures as printed: from its heading, less where the run is."""
+    lines = text.splitlines()
+    return [line for line in lines[next(i for i, line in enumerate(lines)
+                                        if line.startswith("Summary:")):]
+            if not line.startswith("run directory:")]
+
+
+def histogram_lines(hlog: Path) -> list[str]:
+    return [line for line in hlog.read_text().splitlines()
+            if line and not line.startswith("#") and not line.startswith('"StartTimestamp"')]
+
+
+def assert_written_as_harness_merge_writes(harness, result, tmp_path: Path) -> None:
+    """A distributed run's merged files are, record for record and histogram for histogram,
+    what `harness merge` writes of its nodes' directories, and `harness view` of the run
+    prints the summary the run printed."""
+    assert result.run_dir is not None
+    again = tmp_path / "merged-again"
+    merged = harness("merge", "-o", str(again), *map(str, node_dirs(result.run_dir)),
+                     timeout=300)
+    assert merged.code == 0, merged.stderr
+    # The same records (within an interval the nodes' come in the shuffle's order) ...
+    ours = (result.run_dir / "intervals.jsonl").read_text().splitlines()
+    assert ours and sorted(ours) == sorted((again / "intervals.jsonl").read_text().splitlines())
+    # ... interval after interval.
+    slots = [json.loads(line).get("interval", -1) for line in ours]
+    assert [s for s in slots if s >= 0] == sorted(s for s in slots if s >= 0)
+    hlog = histogram_lines(result.run_dir / "merged.hlog")
+    assert hlog and sorted(hlog) == sorted(histogram_lines(again / "merged.hlog"))
+    # HdrHistogram's own decoder reads every line of it.
+    assert sum(HdrHistogram.decode(line.rsplit(",", 1)[1]).get_total_count()
+               for line in hlog) > 0
+    viewed = harness("view", "--no-ui", str(result.run_dir))
+    assert viewed.code == 0, viewed.stderr
+    assert summary_lines(viewed.stdout) == summary_lines(result.stdout)
+
+
 def test_two_nodes_run_a_loopback_job_and_merge_exactly(harness, brokers, tmp_path):
     # brokers: the broker script installs the Pushgateway this test starts a private one of.
     gateway = Pushgateway(tmp_path / "pushgateway")
@@ -49,7 +87,7 @@ def test_two_nodes_run_a_loopback_job_and_merge_exactly(harness, brokers, tmp_pa
                          "-g", "-m loopback.Receiver -d Q", "-sw", "1", "-rl", "4", "-ss", "1",
                          "--slo", "sender.rate >= 0.9 * target", "--slo", "receiver.received "
                          ">= 1", "--pushgateway", f"http://127.0.0.1:{gateway.ports['http']}",
-                         "--push-intervals", *CLUSTER, timeout=300)
+                         "--push-intervals", *CLUSTER, timeout=300, output=False)
         with urllib.request.urlopen(f"http://127.0.0.1:{gateway.ports['http']}/metrics",
                                     timeout=10) as response:
             pushed = response.read().decode()
@@ -115,6 +153,10 @@ def test_two_nodes_run_a_loopback_job_and_merge_exactly(harness, brokers, tmp_pa
     # Live: the driver showed every interval merged, with a line per node.
     assert result.stdout.count("node ") >= 2 * 3
     assert "clock offset" in result.stdout
+    # Written in the default runs/ under the working directory, which the executors'
+    # working directories are not: the merged files are whole all the same.
+    assert result.run_dir.parent == tmp_path / "runs"
+    assert_written_as_harness_merge_writes(harness, result, tmp_path)
 
 
 def test_two_nodes_share_a_real_brokers_queue(harness, brokers):
@@ -322,7 +364,9 @@ def test_a_sweep_with_a_cluster_block_runs_each_point_on_every_node(harness, tmp
 
 def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tmp_path):
     """A Master and a Worker started from the pip-installed pyspark; each node runs in an
-    executor the Worker launched, against Mosquitto."""
+    executor the Worker launched, against Mosquitto. The cluster runs in a mount namespace
+    of its own where the run's output directory is another (empty) file system, as on
+    machines of their own: the executors see nothing the driver writes there."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -330,7 +374,11 @@ def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tm
     script = ["bash", str(ROOT / "contrib" / "spark" / "standalone.sh")]
     spark_env = {**os.environ, "HARNESS_SPARK_PORT": str(port), "HARNESS_SPARK_STATE": str(state),
                  "PYTHON": sys.executable}
-    subprocess.run([*script, "start"], env=spark_env, check=True, timeout=120)
+    hidden = tmp_path / "runs"
+    hidden.mkdir()
+    subprocess.run(["unshare", "--mount", "bash", "-c",
+                    'mount -t tmpfs harness-elsewhere "$0" && exec "$@"', str(hidden),
+                    *script, "start"], env=spark_env, check=True, timeout=120)
     try:
         topic = f"dist/{time.time_ns()}"
         # The publishers as 20 clients a node (--clients is per process, as -nt is).
@@ -358,6 +406,7 @@ def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tm
     assert groups["publisher"]["sent"] == pytest.approx(200 * 3, rel=0.1)
     assert groups["subscriber"]["received"] == 2 * groups["publisher"]["sent"]
     assert groups["subscriber"]["lost"] == groups["subscriber"]["duplicated"] == 0
+    assert_written_as_harness_merge_writes(harness, result, tmp_path)
 
 
 def test_the_live_screen_shows_a_row_per_node_and_q_stops_every_node(tmp_path):

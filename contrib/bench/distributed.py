@@ -75,6 +75,7 @@ class Row:
     spark_s: float = 0.0
     driver_cpu: float | None = None  # share of one core
     stream_share: float | None = None  # the forward hook's CPU / the process's
+    run_dir: Path | None = None  # a cluster row's run directory
 
 
 def one_machine(seconds: float, output: Path, stream: bool) -> Row:
@@ -131,7 +132,18 @@ def on_cluster(seconds: float, output: Path, nodes: int, screen: bool) -> Row:
         result = feed.outcome()
     row.driver_cpu = (time.process_time() - cpu) / (time.monotonic() - began)
     row.rate = sent_rate(result.summary)
+    row.run_dir = result.run_dir
     return row
+
+
+def run_files(run_dir: Path) -> str:
+    """What a distributed run's merge wrote beside its nodes' directories: each file's size,
+    and the histograms in merged.hlog."""
+    sizes = [f"{path.name} {path.stat().st_size:,} B" for path in sorted(run_dir.iterdir())
+             if path.is_file()]
+    histograms = sum(1 for line in (run_dir / "merged.hlog").read_text().splitlines()
+                     if line.startswith("Tag="))
+    return ", ".join(sizes) + f"; merged.hlog holds {histograms:,} histograms"
 
 
 ROWS = (("one machine", lambda s, o: one_machine(s, o, False)),
@@ -151,6 +163,7 @@ def main() -> None:
     driver_cpu: dict[str, list[float]] = {name: [] for name, _ in ROWS}
     shares: list[float] = []
     starts: list[float] = []
+    last_run = output
     for round_ in range(args.repeat):
         for name, make in ROWS:
             began = time.monotonic()
@@ -162,6 +175,8 @@ def main() -> None:
                 shares.append(row.stream_share)
             if row.driver_cpu is not None:
                 driver_cpu[name].append(row.driver_cpu)
+            if name == "2 nodes" and row.run_dir is not None:
+                last_run = row.run_dir
             print(f"round {round_ + 1} {name:<16} {row.rate:>12,.0f} msg/s  "
                   f"({time.monotonic() - began:.0f} s)", flush=True)
     median = {name: statistics.median(values) for name, values in rates.items()}
@@ -179,6 +194,7 @@ def main() -> None:
     print(f"2 nodes, screen / console: {median['2 nodes, screen'] / median['2 nodes']:.3f}")
     print(f"Spark start-up (session and executors): median {statistics.median(starts):.1f} s, "
           f"range {min(starts):.1f}-{max(starts):.1f} s")
+    print(f"the last 2-node run's merged files: {run_files(last_run)}")
 
 
 if __name__ == "__main__":

@@ -371,7 +371,8 @@ class DistributedRun(LiveControls):
         summary: dict[str, Any] = {}
         merged = None
         try:
-            merged = merge(self.spark, inputs, str(self.run_dir), say=lambda line: None)
+            merged = merge(self._merging_spark(), inputs, str(self.run_dir),
+                           say=lambda line: None)
             summary = merged.summary["runs"][self.run_id]
             for warning in merged.warnings:
                 self.on_log(warning)
@@ -408,6 +409,18 @@ class DistributedRun(LiveControls):
                             f"({node_error(exc)}); it is in {self.run_dir}")
                 exit_code = exit_code or 1
         return RunResult(run_dir, summary, exit_code, stopped_by)
+
+    def _merging_spark(self) -> Any:
+        """The Spark that merges the nodes' files, which came over their links to this
+        machine: the cluster's own where its executors are on this machine too, else an
+        embedded one here, as `harness merge` runs (a cluster's executors elsewhere could
+        neither read those files nor write the run directory here)."""
+        if self.cluster.local:
+            return self.spark
+        self._stop_spark()
+        hadoop = {k: v for k, v in self.cluster.conf.items() if k.startswith("spark.hadoop.")}
+        self.spark = session("local[*]", f"harness run {self.run_id} merge", hadoop)
+        return self.spark
 
     def _node_dirs(self) -> list[str]:
         """Every node's run directory, as its files came over its link: a node lost on the

@@ -137,6 +137,9 @@ def merge(spark: Any, inputs: list[str], output: str, sweep: bool = False,
           skew_warn_s: float = 0.001, say: Callable[[str], None] = print) -> Merged:
     if not inputs:
         raise BadInput("RUN_DIR", "give at least one run directory")
+    # A relative path means the same place to the executors only if they share this
+    # process's working directory, which a cluster's (local-cluster's too) never do.
+    inputs, output = [absolute(path) for path in inputs], absolute(output)
     say(f"reading {len(inputs)} run director{'y' if len(inputs) == 1 else 'ies'}")
     manifests = read_manifests(spark, inputs)
     layouts, problems = layouts_from(manifests)
@@ -150,18 +153,26 @@ def merge(spark: Any, inputs: list[str], output: str, sweep: bool = False,
     warnings = [f"run {run}: no intervals" for run in sorted(runs - layouts.keys())]
     summary: dict[str, Any] = {"runs": {}, "skipped": dict.fromkeys(SKIPPED, 0)}
     report: dict[str, Any] = {"runs": []}
-    hlog: list[tuple[str, str]] = []  # (header, part files) of each run, in order
+    hlog: list[tuple[str, str, int]] = []  # (header, part files, their count) a run
     fs, parts = hadoop_path(spark, _join(output, "_parts"))
     fs.delete(parts, True)  # what a merge that failed left
     started = time.monotonic()
     for number, (run, layout) in enumerate(sorted(layouts.items())):
         say(f"run {run}: nodes {', '.join(m['node'] for m in layout.nodes)}, intervals of "
             f"{layout.interval:g} s")
-        gathered = _merge_run(spark, layout, output, number, jsonl=len(layouts) == 1,
-                              say=say)
+        try:
+            gathered = _merge_run(spark, layout, output, number, jsonl=len(layouts) == 1,
+                                  say=say)
+        except MergeError:
+            raise
+        except Exception as exc:
+            if not _from_spark(exc):
+                raise
+            raise MergeError([f"run {run}: the Spark job failed: {spark_failure(exc)}"]) \
+                from None
         hlog.append((hlog_header(layout.base_time, f"harness merge of run {run}, nodes "
                                  f"{', '.join(m['node'] for m in layout.nodes)}"),
-                     _join(output, f"_parts/hlog-{number}")))
+                     _join(output, f"_parts/hlog-{number}"), layout.partitions))
         for kind, count in gathered.skipped.items():
             summary["skipped"][kind] += count
         entry, drawn = run_entry(layout, gathered, warnings, skew_warn_s)
@@ -196,10 +207,11 @@ def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: b
     shipped = sc.broadcast(layout)
     parts = {"hlog": _join(output, f"_parts/hlog-{number}"),
              "jsonl": _join(output, "_parts/jsonl") if jsonl else None}
-    # An output on this machine's file system (the executors' too, as they read the inputs
-    # there) takes the text parts straight from the tasks that make them; a Hadoop URI
-    # takes them through Spark, a second pass over what the tasks kept.
-    direct = _local(output) is not None
+    # Executors of this machine (local[*], local-cluster) write the text parts of an
+    # output on its file system straight from the tasks that make them; elsewhere they go
+    # through Spark's committed writes, a second pass over what the tasks kept, to the
+    # path the executors share (hdfs://, s3a://, a mount every machine has).
+    direct = _local(output) is not None and str(sc.master).startswith("local")
 
     def read(path: str) -> Any:
         lines = sc.textFile(_join(path, "intervals.jsonl"))
@@ -246,7 +258,8 @@ def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: b
                 if at is not None:
                     slots.map(lambda item, at=kind: item[at]).filter(bool).saveAsTextFile(at)
         if jsonl:
-            _join_parts(spark, [("", parts["jsonl"])], _join(output, "intervals.jsonl"))
+            _join_parts(spark, [("", parts["jsonl"], partitions)],
+                        _join(output, "intervals.jsonl"))
     finally:
         progress.stopped.set()
         merged.unpersist()
@@ -313,6 +326,28 @@ def _added(first: str, second: str) -> str:
     return encode(histogram)
 
 
+def _from_spark(exc: BaseException) -> bool:
+    """Raised by Spark's JVM or its Python workers (an input the executors cannot read, an
+    executor lost), not by this process's own code."""
+    return any(kind.__module__.startswith(("py4j", "pyspark")) for kind in type(exc).__mro__)
+
+
+def spark_failure(exc: BaseException) -> str:
+    """The innermost cause a Spark job failed with, in one line, out of its long error."""
+    import re
+
+    causes = re.findall(r"(?:Exception|Error): (\S.*)", str(exc).split("\tat ")[0])
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (causes[-1] if causes else lines[0] if lines else type(exc).__name__)[:300]
+
+
+def absolute(path: str) -> str:
+    """A path of this machine made absolute; a Hadoop URI as it is."""
+    import os
+
+    return path if is_uri(path) else os.path.abspath(path)
+
+
 def _local(path: str) -> str | None:
     """The path on this machine's file system, None for another file system's URI."""
     if path.startswith("file://"):
@@ -349,24 +384,37 @@ def _write_rows(spark: Any, rows: Any, output: str, append: bool) -> None:
         .mode("overwrite").option("header", True).csv(_join(output, "merged_intervals.csv"))
 
 
-def _join_parts(spark: Any, pieces: list[tuple[str, str]], target: str) -> None:
-    """One file of a text and a directory of part files each, in order, joined by the JVM
-    (the bytes never pass through Python)."""
+def _part_files(spark: Any, parts: str, expected: int) -> list[Any]:
+    """The part files of a directory in order; MergeError where the executors' parts are not
+    all there to read (they wrote them where this machine does not see)."""
+    fs, path = hadoop_path(spark, parts)
+    files = sorted((status.getPath() for status in fs.listStatus(path)
+                    if status.getPath().getName().startswith("part-")),
+                   key=lambda p: p.getName()) if fs.exists(path) else []
+    if len(files) != expected:
+        raise MergeError([f"{parts}: {len(files)} of the executors' {expected} part files "
+                          "are there to read: they wrote "
+                          "them where this machine does not see; give an output on a file "
+                          "system every machine of the cluster shares (hdfs://, s3a://, "
+                          "a shared mount)"])
+    return files
+
+
+def _join_parts(spark: Any, pieces: list[tuple[str, str, int]], target: str) -> None:
+    """One file of a text and a directory of `count` part files each, in order, joined by the JVM
+    (the bytes never pass through Python). Every part is found before the file is made:
+    a merge that cannot write it leaves none, never an empty one."""
     jvm = spark.sparkContext._jvm
+    found = [(text, _part_files(spark, parts, count)) for text, parts, count in pieces]
     fs, path = hadoop_path(spark, target)
     fs.setWriteChecksum(False)
     out = fs.create(path, True)
     try:
-        for text, parts in pieces:
+        for text, files in found:
             if text:
                 out.write(bytearray(text.encode("utf-8")))
-            parts_fs, parts_path = hadoop_path(spark, parts)
-            if not parts_fs.exists(parts_path):
-                continue
-            files = sorted((status.getPath() for status in parts_fs.listStatus(parts_path)
-                            if status.getPath().getName().startswith("part-")),
-                           key=lambda p: p.getName())
             for part in files:
+                parts_fs = part.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
                 stream = parts_fs.open(part)
                 try:
                     jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 16, False)
