@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # wheel, and the longest runs.
 SERVER_MODULES = {"test_amqp", "test_fault_matrix", "test_http", "test_mqtt", "test_nats",
                   "test_redis", "test_restart", "test_stomp", "test_tls"}
-SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge"}
+SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge",
+                 "test_spark_submit"}
 SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases"}
 # The whole suite (contrib/setup/test.sh) runs these alone, one test at a time, and the rest
 # two at a time (pytest-xdist): they time the machine (its CPU, a paced schedule) or load all
@@ -31,7 +32,7 @@ SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases
 # tiny runs only have to finish: beside another test, but for the one that starts Spark.
 # The wire tests run six harness runs at once (Kafka's each with a Tansu of its own), or
 # send as fast as a client can: beside them, another test's timing does not hold.
-ALONE_MODULES = {"test_distributed", "test_install", "test_merge", "test_cpu",
+ALONE_MODULES = {"test_distributed", "test_install", "test_merge", "test_cpu", "test_spark_submit",
                  "test_fault_matrix", "test_pacing", "test_kafka", "test_prometheus"}
 ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]",
                "test_every_accepted_option_shows_on_the_wire",

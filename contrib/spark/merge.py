@@ -1,48 +1,25 @@
 #!/usr/bin/env python3
-"""The multi-node merge as a Spark application, for any cluster:
+"""The multi-node merge as a Spark application, for any cluster (harness.merge.submit).
 
-    spark-submit --master yarn --py-files harness.zip contrib/spark/merge.py \
-        hdfs:///runs/node1/20261122T101500Z-run hdfs:///runs/node2/20261122T101500Z-run \
-        --output hdfs:///runs/merged
+What the cluster needs is made by `harness package --spark DIR` (on a machine with the
+harness installed): DIR/harness.zip (the harness, for --py-files), DIR/harness-deps/ and
+DIR/harness-deps.tar.gz (the packages it imports, for a Python with PySpark only) and
+DIR/merge.py (this script). It prints the command; for a standalone cluster:
 
-harness.zip is the harness package (`cd <checkout> && zip -r harness.zip harness modules`);
-the executors also need the hdrhistogram, numpy and orjson packages. Inputs and output may be any
-path Spark reads and writes (local, hdfs://, s3a://). `harness merge` runs the same job on an
-embedded local Spark.
+    harness package --spark pkg
+    PYTHONPATH=pkg/harness-deps spark-submit --master spark://HOST:7077 \
+        --py-files pkg/harness.zip --archives pkg/harness-deps.tar.gz#harness-deps \
+        --conf spark.executorEnv.PYTHONPATH=harness-deps \
+        pkg/merge.py NODE_RUN_DIR... --output OUT
+
+Inputs and output may be any path Spark reads and writes (hdfs://, s3a://, or a directory
+every machine of the cluster mounts). `harness merge` runs the same job on an embedded
+local Spark.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-from harness.merge.spark import MergeError, merge
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description="Merge harness run directories exactly.")
-    parser.add_argument("run_dirs", nargs="+", help="run directories of the nodes of one run")
-    parser.add_argument("--output", required=True, help="output directory")
-    parser.add_argument("--sweep", action="store_true",
-                        help="the inputs are several runs (a sweep): merge each on its own")
-    parser.add_argument("--skew-warn-ms", type=float, default=1.0,
-                        help="warn when a node's clock offset exceeds this")
-    args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName("harness merge").getOrCreate()
-    try:
-        merged = merge(spark, args.run_dirs, args.output, args.sweep, args.skew_warn_ms / 1000)
-    except MergeError as exc:
-        for problem in exc.problems:
-            print(f"harness merge: error: {problem}", file=sys.stderr)
-        return 2
-    finally:
-        spark.stop()
-    for warning in merged.warnings:
-        print(f"harness merge: warning: {warning}", file=sys.stderr)
-    return 0
-
+from harness.merge.submit import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """The `harness` command line: one module per command, registered on one application."""
 
-from harness.cli import analyze, export, merge, modules, profiles, run, view  # noqa: F401 - registers
+from harness.cli import analyze, export, merge, modules, package, profiles, run, view  # noqa: F401 - registers
 from harness.cli.app import app, main, one_line_help
 
 one_line_help(app)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
@@ -151,27 +148,6 @@ def wait_for_slots(spark: Any, cluster: ClusterSpec, say: Callable[[str], None])
             say(f"waiting for task slots: {slots} of {cluster.nodes}")
             last = slots
         time.sleep(0.25)
-
-
-def package_zip() -> Path:
-    """This harness as a zip for the executors' Python path: the package with its transports
-    (installed as harness.modules), and every data file inside."""
-    import harness
-    import harness.modules
-
-    target = Path(tempfile.mkdtemp(prefix="harness-ship-")) / "harness.zip"
-    roots = [(Path(harness.__path__[0]), "harness"),
-             (Path(harness.modules.__path__[0]), "harness/transports")]
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for root, prefix in roots:
-            for path in sorted(root.rglob("*")):
-                relative = path.relative_to(root)
-                if path.is_dir() or "__pycache__" in relative.parts:
-                    continue
-                if prefix == "harness" and relative.parts[0] == "transports":
-                    continue  # from its own root, which may lie elsewhere (an editable install)
-                archive.write(path, f"{prefix}/{relative.as_posix()}")
-    return target
 
 
 def driver_address(spark: Any, cluster: ClusterSpec) -> str:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import queue
 import re
 import secrets
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -33,18 +35,18 @@ from harness.clock import epoch_ns
 from harness.distributed.cluster import (
     ClusterSpec,
     driver_address,
-    package_zip,
     spark_conf,
     wait_for_slots,
 )
 from harness.distributed.node import NodePayload, node_main
+from harness.distributed.package import executor_lacks, harness_zip
 from harness.distributed.shipping import Landing
 from harness.distributed.split import node_spec
 from harness.distributed.wire import Link, report_from_wire
 from harness.engine.runner import LiveControls, RunResult, Signals
 from harness.errors import StartFailure
 from harness.merge.report import render
-from harness.merge.spark import MergeError, hadoop_path, merge, session
+from harness.merge.spark import MergeError, hadoop_path, merge, session, spark_failure
 from harness.rundir.sinks import Closed, Shown, Sink
 from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
 from harness.spec.roles import metrics_for
@@ -139,8 +141,10 @@ class DistributedRun(LiveControls):
         self.say(f"Spark up in {self.spark_seconds:.1f} s: {slots} task slots for "
                  f"{cluster.nodes} nodes")
         if cluster.ship:
-            self.shipped = package_zip()
+            self.shipped = harness_zip(Path(tempfile.mkdtemp(prefix="harness-ship-")) /
+                                       "harness.zip")
             self.spark.sparkContext.addPyFile(str(self.shipped))
+        self._check_executors()
         host = driver_address(self.spark, cluster)
         self.listener = socket.create_server(("127.0.0.1" if cluster.local else "", 0))
         port = self.listener.getsockname()[1]
@@ -150,6 +154,27 @@ class DistributedRun(LiveControls):
                                     daemon=True)
         self.job.start()
         self._await_start()
+
+    def _check_executors(self) -> None:
+        """Refuse the run, before any node starts, where the executors' Python lacks what a
+        node imports (the harness, its packages, a transport's client)."""
+        transports = sorted({g.transport for g in self.run.groups})
+        n = self.cluster.nodes
+        try:
+            found = self.spark.sparkContext.parallelize(range(n), n).map(
+                functools.partial(executor_lacks, transports)).collect()
+        except Exception as exc:  # the executors could not even unpickle the check
+            found = [[spark_failure(exc).removeprefix("No module named ").strip("'")]]
+        missing = sorted({name for each in found for name in each})
+        if missing:
+            self._stop_spark()
+            packs = "".join(f" -t {t}" for t in transports if t not in ("loopback", "stomp",
+                                                                          "mqtt"))
+            raise StartFailure(
+                f"--cluster: the executors' Python lacks {', '.join(missing)}: package them "
+                f"with `harness package --spark DIR{packs}` and give the --spark-conf "
+                "settings it prints" + ("" if self.cluster.ship else
+                                        " (and --ship, which sends the harness itself)"))
 
     def _job(self, payload: NodePayload) -> None:
         sc = self.spark.sparkContext
@@ -419,7 +444,17 @@ class DistributedRun(LiveControls):
             return self.spark
         self._stop_spark()
         hadoop = {k: v for k, v in self.cluster.conf.items() if k.startswith("spark.hadoop.")}
-        self.spark = session("local[*]", f"harness run {self.run_id} merge", hadoop)
+        # Its Python workers are this Python, whatever the cluster's executors ran
+        # (PYSPARK_PYTHON, which Spark reads as the context starts).
+        cluster_python = os.environ.get("PYSPARK_PYTHON")
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        try:
+            self.spark = session("local[*]", f"harness run {self.run_id} merge", hadoop)
+        finally:
+            if cluster_python is None:
+                del os.environ["PYSPARK_PYTHON"]
+            else:
+                os.environ["PYSPARK_PYTHON"] = cluster_python
         return self.spark
 
     def _node_dirs(self) -> list[str]:

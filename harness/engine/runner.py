@@ -299,7 +299,7 @@ class Controller(LiveControls):
         self.broker_rss_start = self._broker_rss()  # before the run's clients connect
         self.manifest: dict[str, Any] = {
             "schema": SCHEMA_VERSION, "run_id": self.run_id, "name": run.name,
-            "node": run.node, "host": host_facts(), "options": scrub(run.to_dict()),
+            "node": run.node, "host": host_facts(), "options": recorded_options(run),
             "layout": [{"process": p.process_index,
                         "groups": [run.groups[g].name for g in p.group_indexes]}
                        for p in self.plans],
@@ -588,3 +588,12 @@ class Controller(LiveControls):
             for sink in self.sinks:
                 sink.interval(closed)
             progress.next_index += 1
+
+
+def recorded_options(run: RunSpec) -> dict[str, Any]:
+    """The run's options as its manifest keeps them: secrets scrubbed, and what each group's
+    transport says of it (its traits), so that reading the run needs no client library."""
+    options = scrub(run.to_dict())
+    for recorded, group in zip(options["groups"], run.groups, strict=True):
+        recorded["traits"] = group.traits_asked()
+    return options

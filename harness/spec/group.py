@@ -103,6 +103,11 @@ class GroupSpec:
     plan: list[dict[str, Any]] | None = None
     # Scenario drivers: body sizes drawn by weight, [(bytes, weight)]; size is the largest.
     size_mix: list[tuple[int, float]] | None = None
+    # What the group's transport says of it (filtered, confirmed, embedded), asked once
+    # when the run is made and kept in its manifest, so that whatever reads the run later
+    # (a merge on a cluster, view, report, export) needs no client library; None: ask
+    # (harness.engine.runner.recorded_options records them).
+    traits: dict[str, bool] | None = None
 
     @property
     def transport(self) -> str:
@@ -154,20 +159,29 @@ class GroupSpec:
         """Its consumers may receive only part of what is sent to its destination: a
         selector, or routing by more than the destination's name (an AMQP binding's key or
         arguments), so gaps in a stream are not loss."""
-        return bool(self.selector) or \
-            transport_class(self.transport).filters(self.settings("", 0, 0))
+        return bool(self.selector) or self.traits_asked()["filtered"]
 
     @property
     def confirmed(self) -> bool:
         """Its broker confirms each send (harness.modules.interface.base.Transport.confirms)."""
-        return ROLES[self.role].produces and \
-            transport_class(self.transport).confirms(self.settings("", 0, 0))
+        return ROLES[self.role].produces and self.traits_asked()["confirmed"]
 
     @property
     def embedded(self) -> bool:
         """Its broker lives inside each process: every process runs its own copy of the
         group, and a consumer sees only the producers of its own process."""
-        return issubclass(transport_class(self.transport), EmbeddedBroker)
+        return self.traits_asked()["embedded"]
+
+    def traits_asked(self) -> dict[str, bool]:
+        """The traits as recorded, else asked of the transport (which imports its client;
+        never kept here, since a sweep's point may change what they depend on)."""
+        if self.traits is not None:
+            return self.traits
+        transport = transport_class(self.transport)
+        settings = self.settings("", 0, 0)
+        return {"filtered": bool(transport.filters(settings)),
+                "confirmed": bool(transport.confirms(settings)),
+                "embedded": issubclass(transport, EmbeddedBroker)}
 
     def thread_number(self, copy: int, thread: int) -> int:
         """A thread's number in its group, from 1, across the group's processes (copy: which
