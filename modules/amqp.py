@@ -42,7 +42,7 @@ from harness.modules.interface.optional import (
     TemporaryQueues,
     Transactions,
 )
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
 from harness.modules.kit.selector import MicrosecondEpoll
@@ -79,7 +79,7 @@ FLAVOURS = ("rabbitmq", "generic")  # generic: no quorum queues, streams or dire
 @dataclass(frozen=True)
 class AmqpOptions:
     vhost: str | None = option(None, "", scope="connection")
-    heartbeat_ms: int = option(0, "", key="heartbeat", scope="connection", low=0)
+    heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
     ack: str = option("auto", "", scope="connection", side="receive")
     prefetch: int = option(0, "", scope="connection", low=0, side="receive")
     reply_queue: str | None = option(None, "")
@@ -359,7 +359,7 @@ class AmqpTransport(DrivenTransport, Declarations, Acknowledgements, Transaction
         client = self.settings.connection_id(stable=False)
         return pika.ConnectionParameters(
             host, port, o.vhost or "/", credentials, ssl_options=ssl_options,
-            heartbeat=math.ceil(o.heartbeat_ms / 1000), connection_attempts=1,
+            heartbeat=math.ceil(o.heartbeat), connection_attempts=1,
             socket_timeout=CONNECT_TIMEOUT_S,
             client_properties={"connection_name": client} if client else None)
 

@@ -25,6 +25,7 @@ Payload prefix, network byte order:
 from __future__ import annotations
 
 import contextlib
+import math
 import select
 import socket
 import threading
@@ -42,7 +43,7 @@ from harness.modules.interface.optional import (
     Multiplexed,
     TemporaryQueues,
 )
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.selector import FD_SETSIZE
@@ -76,8 +77,7 @@ FLAVOURS: dict[str, tuple[Capability, tuple[str, ...], str, int]] = {
 
 @dataclass(frozen=True)
 class MqttOptions:
-    keepalive: int = option(60, "MQTT keep-alive in seconds.", scope="connection", low=0,
-                            high=65535)
+    heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0, high=65535)
     qos: int = option(0, "MQTT QoS 0, 1 or 2.", scope="connection", low=0)
     retain: bool = option(False, "MQTT retained messages.", scope="connection", side="send")
     clean: bool = option(True, "MQTT clean start; --no-clean keeps a persistent session.",
@@ -240,10 +240,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             properties.SessionExpiryInterval = options.session_expiry
         try:
             if self.v5:
-                client.connect(host, port, options.keepalive, clean_start=self.clean,
+                client.connect(host, port, math.ceil(options.heartbeat), clean_start=self.clean,
                                properties=properties, bind_address=s.source_address or "")
             else:
-                client.connect(host, port, options.keepalive,
+                client.connect(host, port, math.ceil(options.heartbeat),
                                bind_address=s.source_address or "")
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: "

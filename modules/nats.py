@@ -65,7 +65,7 @@ from harness.modules.interface.optional import (
     Multiplexed,
     TemporaryQueues,
 )
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
 from harness.modules.kit.selector import MicrosecondSelector
@@ -107,6 +107,7 @@ JETSTREAM = Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT | \
 
 @dataclass(frozen=True)
 class NatsOptions:
+    heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
     jetstream: bool = option(False, "NATS JetStream: publish to a stream (acknowledged by the "
                              "server) and consume through JetStream consumers.")
     stream: str | None = option(None, "JetStream stream name, created if missing (default: "
@@ -487,7 +488,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
                 allow_reconnect=True, max_reconnect_attempts=-1,
                 reconnect_time_wait=RECONNECT_WAIT_S, error_cb=self._error,
                 disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
-                closed_cb=self._closed))
+                closed_cb=self._closed, **_pings(o.heartbeat)))
         except (nats.errors.Error, OSError, TimeoutError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
         self.connected = True
@@ -920,3 +921,9 @@ def _reason(exc: BaseException | None) -> str:
         return os.strerror(exc.errno)  # asyncio's own words name only the address
     text = str(exc).removeprefix("nats: ")
     return text or type(exc).__name__
+
+
+def _pings(heartbeat: float) -> dict[str, Any]:
+    """nats-py's liveness check: a PING every heartbeat, the connection lost after two go
+    unanswered; 0: its own default (every two minutes)."""
+    return {"ping_interval": heartbeat, "max_outstanding_pings": 2} if heartbeat else {}

@@ -34,7 +34,7 @@ import stomp.exception
 from harness.modules.interface.base import COMMIT_IN_DOUBT, ROLLED_BACK, Capability, TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
 from harness.modules.interface.optional import Acknowledgements, TemporaryQueues, Transactions
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_HELP, HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
 
@@ -62,9 +62,7 @@ class StompOptions:
     vhost: str | None = option(None, "Virtual host (STOMP: the CONNECT host header, which "
                                "RabbitMQ wants as /; AMQP: / unless given).",
                                scope="connection")
-    heartbeat_ms: int = option(0, "Heart-beat in milliseconds, both ways (AMQP 0-9-1 rounds "
-                               "up to seconds); 0 = none.",
-                               key="heartbeat", scope="connection", low=0)
+    heartbeat: float = option(HEARTBEAT_S, HEARTBEAT_HELP, scope="connection", low=0)
     ack: str = option("auto", "Acknowledgement: auto, client (cumulative: every message "
                       "received so far) or client-individual.",
                       scope="connection", side="receive")
@@ -105,6 +103,11 @@ class _Listener(stomp.ConnectionListener):
         if isinstance(message, bytes):
             message = message.decode("utf-8", "replace")
         self.transport.broker_errors.append(str(message).strip())
+
+    def on_heartbeat_timeout(self) -> None:
+        # stomp.py has closed the socket of a peer silent past its heart-beats (a partition
+        # closes nothing) and stopped its receiver, which tells on_disconnected no more.
+        self.on_disconnected()
 
     def on_disconnected(self) -> None:
         self.transport.connected = False
@@ -156,7 +159,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
     def open(self) -> None:
         s = self.settings
         host, port = s.address(DEFAULT_PORT)
-        beat = s.options.heartbeat_ms
+        beat = round(s.options.heartbeat * 1000)
         connection_type = stomp.Connection11 if s.protocol == "1.1" else stomp.Connection12
         # Without content-length a JMS broker delivers a frame as a TextMessage.
         conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.options.vhost,

@@ -51,7 +51,7 @@ def test_each_transport_declares_its_own_options_in_its_file() -> None:
     owners = {o.key: o.transports for o in table().values() if o.transports}
     assert owners["qos"] == ("mqtt",) and owners["exchange"] == ("amqp",)
     # declared alike by several transports: one flag for all of them
-    assert owners["heartbeat"] == ("stomp", "amqp")
+    assert owners["heartbeat"] == ("stomp", "mqtt", "amqp", "nats")
     assert owners["prefetch"] == ("stomp", "amqp", "amqp10", "nats", "redis")
     assert owners["inflight"] == ("mqtt", "nats")
     assert owners["requeue"] == ("amqp", "amqp10")
@@ -68,8 +68,8 @@ def test_a_group_string_is_parsed_by_the_same_table() -> None:
         ("mqtt.Publisher", "T", 3, 4096)
     assert group.properties == {"a": "1", "b": "2"}
     assert group.options["qos"] == 1 and group.options["clean"] is False
-    assert group.options["keepalive"] == 60  # the transport's own default
-    assert "heartbeat_ms" not in group.options  # another transport's option, not given
+    assert group.options["heartbeat"] == 3.0  # the transports' common default
+    assert "prefetch" not in group.options  # another transport's option, not given
 
 
 def test_a_transport_whose_client_library_is_missing_names_its_extra(tmp_path, monkeypatch):

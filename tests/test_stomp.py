@@ -101,7 +101,7 @@ def test_request_reply_round_trips(harness, brokers, broker, reply):
 @pytest.mark.parametrize("broker", STOMP_BROKERS)
 def test_stomp_1_1_with_heart_beats(harness, brokers, broker):
     d = unique("v11")
-    v11 = "--protocol 1.1 --heartbeat 500"
+    v11 = "--protocol 1.1 --heartbeat 0.5"
     result = harness("run", "-m", "stomp.Sender", "-d", d, "-rt", "200", "-rl", "3", "-ss", "1",
                      *shlex.split(v11), *flags(brokers, broker), "-g",
                      group(brokers, broker, f"-m stomp.Receiver -d {d} --ack client {v11}"))

@@ -186,7 +186,7 @@ CASES = [
     Wire("stomp.Sender", "--user user4711 --password pw", rb"\nlogin:user4711\n"),
     Wire("stomp.Sender", "--tls", TLS),
     Wire("stomp.Sender", "--vhost vhost4711", rb"\nhost:vhost4711\n"),
-    Wire("stomp.Sender", "--heartbeat 4711", rb"\nheart-beat:4711,4711\n"),
+    Wire("stomp.Sender", "--heartbeat 4.711", rb"\nheart-beat:4711,4711\n"),
     Wire("stomp.Receiver", "--selector probe=4711", rb"\nselector:probe=4711\n"),
     Wire("stomp.Subscriber", "--durable-name dur4711", rb"dur4711"),
     Wire("stomp.Receiver", "--ack client", rb"\nack:client\n"),
@@ -196,7 +196,7 @@ CASES = [
     Wire("mqtt.Publisher", "--client-id client4711", rb"client4711"),
     Wire("mqtt.Publisher", "--user user4711 --password pw", rb"user4711"),
     Wire("mqtt.Publisher", "--tls", TLS),
-    Wire("mqtt.Publisher", "--keepalive 4711", rb"MQTT[\x04\x05].\x12\x67"),
+    Wire("mqtt.Publisher", "--heartbeat 4711", rb"MQTT[\x04\x05].\x12\x67"),
     Wire("mqtt.Publisher", "--qos 1", mqtt_publish(lambda first: (first >> 1) & 3 == 1)),
     # MQTT 5's message expiry interval: property 2, four bytes of seconds
     Wire("mqtt.Publisher", "--ttl 4711", rb"\x02\x00\x00\x12\x67", "--protocol 5"),
@@ -220,7 +220,7 @@ CASES = [
     Wire("amqp.Sender", "--tls", TLS),
     Wire("amqp.Sender", "--vhost vhost4711",
          amqp_method(pika.spec.Connection.Open, lambda m: m.virtual_host == "vhost4711")),
-    Wire("amqp.Sender", "--heartbeat 4711",
+    Wire("amqp.Sender", "--heartbeat 4.711",
          amqp_method(pika.spec.Connection.TuneOk, lambda m: m.heartbeat == 5)),
     Wire("amqp.Sender", "--confirm 5", amqp_method(pika.spec.Confirm.Select)),
     Wire("amqp.Sender", "--mandatory",
@@ -281,6 +281,8 @@ CASES = [
     Wire("amqp10.Receiver", "--prefetch 47", rb"\x00\x53\x13.{4,80}?\x52\x2f"),
     Wire("amqp10.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
     # NATS and JetStream
+    # nats-py's PINGs every --heartbeat: a 0.2 s one sends many within a run.
+    Wire("nats.Publisher", "--heartbeat 0.2", rb"(?s)(PING\r\n.*){6}"),
     Wire("nats.Publisher", "--type text", TEXT),
     Wire("nats.Publisher", "--property probe=4711", rb"\r\nprobe: 4711\r\n"),
     Wire("nats.Publisher", "-co corr4711", rb"corr4711"),

@@ -102,6 +102,16 @@ def _scalar(kind: type, given: Any) -> Any:
     return str(given)
 
 
+# The liveness check every transport whose protocol has one runs by default (--heartbeat):
+# a partition, which closes nothing, is found in a few seconds of a run, not minutes.
+HEARTBEAT_S = 3.0
+HEARTBEAT_HELP = ("Liveness check in seconds, both ways: STOMP heart-beats, AMQP 0-9-1 "
+                  "heartbeats, MQTT keep-alive, NATS pings (AMQP 0-9-1 and MQTT round up to "
+                  "whole seconds). A peer silent for about two of them (a partition: packets "
+                  "dropped, nothing closed) is a lost connection, counted and reconnected as "
+                  "any outage; 0: off.")
+
+
 def option(default: Any, help: str, *, key: str = "", scope: str = "group", low: float | None =
            None, high: float | None = None, negative: bool = False,
            multiple: bool = False, side: str = "",
