@@ -50,6 +50,8 @@ from harness.modules.kit.selector import FD_SETSIZE
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from harness.clock import now_ns
+
 DEFAULT_PORT = 1883
 CONNECT_TIMEOUT_S = 10.0
 SUBSCRIBE_TIMEOUT_S = 10.0
@@ -168,6 +170,11 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
         self.suback_lock = threading.Lock()
         self.driven = settings.sends_only
+        # A producer's QoS 1 and 2 publishes each wait for the broker's PUBACK (PUBCOMP):
+        # its message id -> (sequence number, when it was published), until it comes. One
+        # that never comes is in doubt at the close, never quietly sent.
+        self.confirming = self.confirms(settings)
+        self.unacked: dict[int, tuple[int, int]] = {}
         self.reads_in_flush = True  # not where the worker waits on the socket (multiplexed)
         self.unwritten = 0
         self.next_misc = 0.0
@@ -188,6 +195,19 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         if self.client is not None:  # a reconnect, not the first connection
             self.outages.came_up()
         self.connected.set()
+
+    def _on_publish(self, client: Any, userdata: Any, mid: int, reason: Any,
+                    properties: Any) -> None:
+        """The broker acknowledged a publish (on the worker's thread: a producer drives
+        paho's loop itself)."""
+        entry = self.unacked.pop(mid, None)
+        if entry is None:
+            return
+        seq, sent = entry
+        if getattr(reason, "is_failure", False):  # MQTT 5: the broker took it and refused it
+            self.feedback.failed.append((seq, "refused", f"the broker refused it: {reason}"))
+        else:
+            self.feedback.confirm_us.append((now_ns() - sent) // 1000)
 
     def _on_disconnect(self, client: Any, userdata: Any, flags: Any, reason: Any,
                        properties: Any) -> None:
@@ -220,6 +240,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                              protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
                              clean_session=None if self.v5 else self.clean)
         client.on_connect = self._on_connect
+        if self.confirming:
+            client.on_publish = self._on_publish
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
@@ -273,6 +295,12 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         return self.connected.wait(timeout)
 
     # -- a driven producer's network loop (on the worker thread)
+    @classmethod
+    def confirms(cls, settings: Settings[MqttOptions]) -> bool:
+        # A producer's (its own loop's) QoS 1 and 2 publishes; a requestor's or responder's
+        # are acknowledged on paho's thread, and stay counted at the send.
+        return settings.options.qos >= 1 and settings.sends_only
+
     def flush(self) -> None:
         client = self.client
         if not self.driven or client is None:
@@ -291,6 +319,15 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             # One of many clients (multiplexed) is tended every few seconds anyway.
             self.next_misc = now + (MISC_EVERY_S if self.reads_in_flush else 5 * MISC_EVERY_S)
             client.loop_misc()
+
+    def idle(self, seconds: float) -> None:
+        # Waiting on the socket for the acknowledgements still to come times each one when
+        # it arrives, not at the next send.
+        client = self.client
+        if self.unacked and self.driven and client is not None and self.connected.is_set():
+            _turn(client, seconds)
+        else:
+            time.sleep(seconds)
 
     # -- many clients on one thread (--clients)
     consumer_clients = True
@@ -372,6 +409,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 info = self.client.publish(destination.name, payload, qos, self.retain,
                                            properties)
         self.last_publish = info
+        if self.confirming and info.rc in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
+            self.unacked[info.mid] = (seq, now_ns())
         if self.driven:
             self.unwritten += 1
             if self.unwritten >= WRITE_EVERY or not self.connected.is_set():
@@ -434,6 +473,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         elif self.last_publish is not None and self.qos and self.connected.is_set():
             with contextlib.suppress(RuntimeError, ValueError):
                 self.last_publish.wait_for_publish(CLOSE_TIMEOUT_S)
+        for seq, _ in self.unacked.values():
+            self.feedback.doubt.append((seq, "no acknowledgement (PUBACK) from the broker "
+                                             "before the close"))
+        self.unacked.clear()
         self.client = None
         if client is not None:
             client.disconnect()
