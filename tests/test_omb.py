@@ -74,11 +74,16 @@ def test_a_workload_runs_as_its_groups_and_exports_as_omb_result_json(harness, t
 
 
 @pytest.mark.parametrize(("changes", "named"), [
-    ({"consumerBacklogSizeGB": 1}, "consumerBacklogSizeGB"),
+    ({"consumerBacklogSizeGB": 1, "subscriptionsPerTopic": 0}, "consumerBacklogSizeGB"),
+    ({"useRandomizedPayloads": True, "randomizedPayloadPoolSize": 0},
+     "randomizedPayloadPoolSize"),
+    ({"useRandomizedPayloads": True, "randomizedPayloadPoolSize": 10,
+      "randomBytesRatio": 1.5}, "randomBytesRatio"),
+    ({"producerPauseDuringDrain": 5}, "producerPauseDuringDrain"),
     ({"subscriptionsPerTopic": 2}, "subscriptionsPerTopic"),
     ({"partitionsPerTopic": 4}, "partitionsPerTopic"),
     ({"keyDistributor": "RANDOM_NANO"}, "keyDistributor"),
-    ({"useRandomizedPayloads": True}, "useRandomizedPayloads"),
+    ({"useRandomizedPayloads": "yes"}, "useRandomizedPayloads"),
     ({"producerIncrementRate": 100}, "producerIncrementRate"),
     ({"topicz": 3}, "topicz"),
     ({"topics": 0}, "topics"),
@@ -99,10 +104,10 @@ def test_a_key_the_harness_cannot_honour_is_refused_in_one_line(tmp_path, change
 
 
 def test_a_refused_workload_is_one_line_and_exit_2_from_the_command(harness, tmp_path):
-    result = harness("run", "--omb", str(workload(tmp_path, consumerBacklogSizeGB=2)), "-m",
+    result = harness("run", "--omb", str(workload(tmp_path, producerIncrementRate=2)), "-m",
                      "loopback")
     assert result.code == 2 and result.run_dir is None
-    assert result.stderr.count("\n") == 1 and "omb.consumerBacklogSizeGB" in result.stderr
+    assert result.stderr.count("\n") == 1 and "omb.producerIncrementRate" in result.stderr
 
 
 def test_flags_beside_a_workload_reach_its_groups_or_are_refused(harness, tmp_path):
@@ -154,3 +159,74 @@ def test_a_shipped_omb_profile_holds_the_workloads_keys():
     assert producer.options["partitions"] == 16 and producer.rate == 50_000
     assert producer.size == 1024 and consumer.threads == 1
     assert profile.points[0].run.duration == 16 * 60
+
+
+def test_randomized_payloads_and_a_backlog_run_as_omb_means_them(harness, tmp_path):
+    """useRandomizedPayloads: a pool of bodies, each message drawing one; and
+    consumerBacklogSizeGB: the consumers held until the topic holds that many bytes, then
+    drained."""
+    path = workload(tmp_path, useRandomizedPayloads=True, randomBytesRatio=0.5,
+                    randomizedPayloadPoolSize=100, consumerBacklogSizeGB=0.0005,
+                    subscriptionsPerTopic=1, consumerPerSubscription=1, topics=1,
+                    producersPerTopic=1, producerRate=1000, testDurationMinutes=0.12,
+                    warmupDurationMinutes=0)
+    result = harness("run", "--omb", str(path), "-m", "loopback", "--no-ui", timeout=120)
+    assert result.code == 0, result.stderr
+    producer = next(g for g in result.manifest["options"]["groups"] if g["name"] == "producer")
+    assert (producer["payload_pool"], producer["random_ratio"]) == (100, 0.5)
+    assert result.manifest["options"]["backlog"] == f"{round(0.0005 * 2**30)}B"
+    backlog = result.summary["backlog"]
+    assert backlog["unit"] == "bytes" and backlog["goal"] == round(0.0005 * 2**30)
+    assert backlog["at_release"] >= backlog["goal"]
+    assert backlog["drain_seconds"] > 0 and backlog["drain_rate"] > 1000
+    (check,) = result.summary["delivery"]
+    assert check["expected"] == check["received"] > 0 and check["missing"] == 0
+
+
+def test_acceptable_backlog_bounds_the_capacity_search(tmp_path):
+    from harness.experiments.profile import load_data
+
+    path = workload(tmp_path, producerRate=0, acceptableBacklog=2500, producerStartRate=800)
+    data = {"connections": {"broker": {"transport": "loopback"}}, "omb": str(path)}
+    profile = load_data(path, "", data, {})
+    criteria = profile.search.criteria
+    assert criteria.backlog_max == 2500 and criteria.backlog
+
+
+@pytest.mark.usefixtures("brokers")
+def test_randomized_payloads_on_the_wire_are_random_for_their_ratio_and_zero_after(tmp_path):
+    """The bodies a NATS publisher puts on the wire with --payload-pool 20 --random-ratio
+    0.3: at most 20 kinds, each 300 random bytes then 700 zero bytes, drawn at random."""
+    import re
+    import subprocess
+
+    from tests.conftest import env, harness_command
+    from tests.cutter import Cutter
+
+    out = tmp_path / "runs"
+    proxy = Cutter(("127.0.0.1", 4222), record=True)
+    try:
+        ran = subprocess.run(harness_command(
+            "run", "-m", "nats.Publisher", "-d", "pool.wire", "--port", str(proxy.port),
+            "-ms", "1000", "--payload-pool", "20", "--random-ratio", "0.3", "-rt", "300",
+            "-rl", "2", "--no-ui", "-o", str(out)),
+            capture_output=True, text=True, env=env(), timeout=60)
+    finally:
+        proxy.close()
+    assert ran.returncode == 0, ran.stderr
+    sent = b"".join(data for _, upstream, data in proxy.log if upstream)
+    bodies = []
+    for match in re.finditer(rb"PUB pool\.wire +(\d+)\r\n", sent):
+        size = int(match[1])
+        bodies.append(sent[match.end():match.end() + size][-1000:])
+    assert len(bodies) > 400
+    assert all(body[300:] == bytes(700) for body in bodies)
+    kinds = set(bodies)
+    assert 10 <= len(kinds) <= 20
+    # Drawn at random, not in turn: consecutive messages often repeat no pattern of 20.
+    assert any(bodies[i] != bodies[i + 20] for i in range(len(bodies) - 20))
+    # Between two different bodies the random part differs (a byte in 256 alike by chance).
+    first, *rest = sorted(kinds)
+    for other in rest:
+        differ = sum(a != b for a, b in zip(first, other, strict=True)) / 1000
+        assert 0.3 * 0.97 < differ <= 0.3

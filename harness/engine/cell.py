@@ -33,7 +33,7 @@ from harness.modules import transport_class
 from harness.modules.interface.base import Transport
 from harness.modules.interface.optional import EmbeddedBroker, PushedDelivery
 from harness.spec.group import GroupSpec
-from harness.spec.payloads import read_payloads
+from harness.spec.payloads import pool, read_payloads
 from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec, run_steps
 from harness.spec.sizes import parse_sizes
@@ -227,8 +227,10 @@ class Cell:
         for g in self.plan.group_indexes:
             self.bodies[g] = message_body(run.groups[g])
             group = run.groups[g]
-            self.payloads[g] = [(body, zlib.crc32(body)) for body in read_payloads(
-                group.payload_dir, group.body_file, group.payload_split)]
+            bodies = pool(group.payload_pool, group.size, group.random_ratio) \
+                if group.payload_pool else \
+                read_payloads(group.payload_dir, group.body_file, group.payload_split)
+            self.payloads[g] = [(body, zlib.crc32(body)) for body in bodies]
             for _ in range(run.groups[g].threads):
                 self.workers.append(self._new_worker(g))
         for worker in self.workers:

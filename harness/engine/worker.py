@@ -18,6 +18,7 @@ from harness.engine.pacing import Schedule
 from harness.modules.interface.base import COMMIT_IN_DOUBT, Transport, TransportError, connect
 from harness.modules.interface.message import Destination
 from harness.modules.interface.optional import ClientLoop, Transactions
+from harness.spec.payloads import drawn
 from harness.spec.roles import ROLES
 from harness.spec.sizes import DECK, parse_sizes
 from harness.spec.steps import burst_share, parse_burst
@@ -128,6 +129,8 @@ class Worker(threading.Thread, ABC):
         # With sizes that vary, a deck of bodies drawn for this thread, dealt in turn: (body,
         # crc); with bodies from files, those.
         self.deck: list[tuple[bytes, int]] = list(setup.payloads)
+        if group.payload_pool:
+            self.deck = drawn(self.deck, self.stream_name, max(DECK, 4 * len(self.deck)))
         sizes: list[int] = []
         if group.size_mix:  # a scenario's
             draw = random.Random(self.stream_name)

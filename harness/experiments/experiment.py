@@ -185,6 +185,8 @@ def _criteria_text(profile: Profile) -> str:
         parts.append(f"lost + duplicated <= {c.loss}")
     if c.backlog:
         parts.append("backlog not growing")
+    if c.backlog_max is not None:
+        parts.append(f"backlog at the end <= {c.backlog_max:,}")
     if not spec.field.endswith(".threads"):
         parts.append(f"achieved rate >= {c.achieved:.0%} of the target")
     return f"Profile {profile.path.name}; criterion: " + ", ".join(parts) + "."
@@ -208,6 +210,9 @@ def judge(run: RunSpec, row: dict[str, Any], summary: dict[str, Any], dotted: st
         reasons.append(f"{row['lost']} lost, {row['duplicated']} duplicated")
     if criteria.backlog and row["backlog"] == "growing":
         reasons.append("backlog growing")
+    most = getattr(criteria, "backlog_max", None)
+    if most is not None and row.get("backlog at end", 0) > most:
+        reasons.append(f"backlog {row['backlog at end']:,} > {most:,}")
     if not dotted.endswith(".threads"):
         group = next(g for g in run.groups if g.name == dotted.split(".")[1]) \
             if dotted.startswith("groups.") else None

@@ -36,14 +36,19 @@ KEY_DISTRIBUTORS = {"NO_KEY": "none", "KEY_ROUND_ROBIN": "sequence", "ROUND_ROBI
                     "RANDOM_NANO": "random"}
 # What the harness does not do, by the value that asks for it (OMB's default is fine).
 NOT_HONOURED = {
-    "useRandomizedPayloads": "payloads of partly random bytes are not made; use payloadFile",
-    "messageRateReceivedForSubscription": "filtered subscriptions are not modelled",
-    "producerIncrementRate": "a rate raised in steps within a run is not supported yet",
-    "consumerBacklogSizeGB": "a backlog built before consumers start is not supported yet",
-    "producerPauseBeforeDrain": "a backlog build-up is not supported yet",
-    "producerPauseDuringDrain": "a backlog build-up is not supported yet",
-    "messageSizeDistribution": "a mix of sizes is not supported yet; give messageSize",
+    "messageRateReceivedForSubscription": "OMB's filtered subscriptions (a share of the "
+                                          "messages each) are not modelled",
+    "producerIncrementRate": "OMB's stepped search for the sustainable rate is not made; "
+                             "producerRate 0 runs the harness's capacity search instead",
+    "producerPauseBeforeDrain": "producers paused before the drain are not modelled: the "
+                                "harness's producers keep their rate while a backlog drains",
+    "producerPauseDuringDrain": "producers paused during the drain are not modelled: the "
+                                "harness's producers keep their rate while a backlog drains",
+    "messageSizeDistribution": "a size distribution (a fork's key, not OMB's own) is not "
+                               "read; give messageSize",
 }
+# OMB's gigabyte: consumerBacklogSizeGB * 1024 * 1024 * 1024 bytes.
+GB = 1 << 30
 POSITIVE = ("topics", "partitionsPerTopic", "messageSize", "producersPerTopic",
             "testDurationMinutes")
 
@@ -138,15 +143,34 @@ def profile_parts(workload: dict[str, Any], transport: str, connection: str,
         if value != default and not _takes(transport, option):
             raise WorkloadError(key, f"{transport} has no partitions to spread over (a "
                                      f"transport with --{option}, such as kafka, has)")
-    payload = workload.get("payloadFile") or ""
+    randomized = workload.get("useRandomizedPayloads", False)
+    if not isinstance(randomized, bool):
+        raise WorkloadError("useRandomizedPayloads", f"must be true or false, got "
+                                                     f"{randomized!r}")
+    pool = _number(workload, "randomizedPayloadPoolSize") if randomized else 0
+    ratio = _number(workload, "randomBytesRatio", float) if randomized else 0.0
+    if randomized and pool == 0:
+        raise WorkloadError("randomizedPayloadPoolSize", "must be at least 1 with "
+                                                         "useRandomizedPayloads")
+    if ratio > 1:
+        raise WorkloadError("randomBytesRatio", f"is a share of each payload, 0 to 1, got "
+                                                f"{ratio:g}")
+    backlog_gb = _number(workload, "consumerBacklogSizeGB", float)
+    if backlog_gb and not subscriptions:
+        raise WorkloadError("consumerBacklogSizeGB", "a backlog is built for consumers: give "
+                                                     "subscriptionsPerTopic")
+    # OMB sends payloadFile's bytes unless its payloads are randomized.
+    payload = "" if randomized else workload.get("payloadFile") or ""
     if payload:
         path = Path(str(payload)).expanduser()
-        if not path.is_absolute() and file is not None and (file.parent / path).exists():
+        # OMB reads it from its working directory (where its payload/ folder is); a
+        # workload kept elsewhere may name it beside itself.
+        if not path.is_absolute() and not path.exists() and file is not None:
             path = file.parent / path
         if not path.is_file():
             raise WorkloadError("payloadFile", f"cannot read {payload!r} (relative paths are "
-                                               "taken from the workload file's folder, then "
-                                               "from the current one)")
+                                               "taken from the current folder, as OMB takes "
+                                               "them, then from the workload file's)")
         if path.stat().st_size != size:
             raise WorkloadError("payloadFile", f"{payload!r} holds {path.stat().st_size} "
                                                f"bytes, not messageSize {size}")
@@ -164,6 +188,9 @@ def profile_parts(workload: dict[str, Any], transport: str, connection: str,
         "threads": topics * producers, "size": size, "rate": rate}
     if payload:
         producer["body-file"] = str(path)
+    if randomized:
+        producer["payload-pool"] = pool
+        producer["random-ratio"] = ratio
     if partitions != 1:
         producer["partitions"] = partitions
     if distributor != "NO_KEY":
@@ -181,12 +208,20 @@ def profile_parts(workload: dict[str, Any], transport: str, connection: str,
         "groups": groups,
         "run": {"run-length": round((minutes + warmup) * 60, 3),
                 "warmup": round(warmup * 60, 3), "name": name[:40].rstrip("-")}}
+    if backlog_gb:
+        # OMB's backlog phase: consumers held while the producers fill their topics to
+        # this many bytes, then released to drain it (the harness's --backlog).
+        parts["run"]["backlog"] = f"{round(backlog_gb * GB)}B"
     if rate == 0:
         # OMB's producerRate 0 looks for the highest rate the consumers keep up with: here a
         # capacity search of the producers' rate, each probe a run of the workload's length,
         # passing while the backlog does not grow (acceptableBacklog's purpose there).
         start = _number(workload, "producerStartRate", float)
+        # OMB's max-rate search lowers the rate where more than acceptableBacklog messages
+        # wait: a probe passes here only with its backlog stable and at most that at the end.
+        acceptable = _number(workload, "acceptableBacklog")
         parts["search"] = {"field": "groups.producer.rate", "start": start or 10_000,
-                           "criteria": {"backlog": "stable", "loss": 0}}
+                           "criteria": {"backlog": "stable", "backlog-max": acceptable,
+                                        "loss": 0}}
         producer["rate"] = start or 10_000
     return parts

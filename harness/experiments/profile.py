@@ -39,7 +39,7 @@ SCENARIO_KEYS = ("topology", "base", "connection", "locations", "rates", "intera
                  "sizes", "search")
 BASE_SEARCH_KEYS = ("start", "factor", "max", "precision")
 SEARCH_KEYS = ("field", "start", "factor", "max", "precision", "criteria")
-CRITERIA_KEYS = ("p99-ms", "p50-ms", "group", "loss", "backlog", "achieved")
+CRITERIA_KEYS = ("p99-ms", "p50-ms", "group", "loss", "backlog", "backlog-max", "achieved")
 SETTLE_KEYS = ("drain", "wait", "broker-cpu-below")
 RESULTS_KEYS = ("rate", "latency")
 RATE_CHOICES = ("dispatched", "received-by-broker", "overall")
@@ -75,6 +75,7 @@ class Criteria:
     group: str | None = None  # whose latency; default: every consumer and requestor group
     loss: int | None = 0  # most messages lost, duplicated or missing; None: not checked
     backlog: bool = True  # the backlog must not grow
+    backlog_max: int | None = None  # most messages sent and not received at the end
     achieved: float = 0.95  # the achieved rate must reach this share of the target
 
 
@@ -736,6 +737,11 @@ def _check_search(data: dict[str, Any], search: dict[str, Any], check: _Checker)
                                                        "above 0")
         if "backlog" in criteria and criteria["backlog"] not in ("stable", "any"):
             check.add(("search", "criteria", "backlog"), "must be stable or any")
+        most = criteria.get("backlog-max")
+        if most is not None and (isinstance(most, bool) or not isinstance(most, int) or
+                                 most < 0):
+            check.add(("search", "criteria", "backlog-max"), "must be a whole number of "
+                                                             "messages >= 0")
         loss = criteria.get("loss", 0)
         if loss is not None and loss != "any" and (not isinstance(loss, int) or loss < 0):
             check.add(("search", "criteria", "loss"), "must be a whole number >= 0, or any")
@@ -752,7 +758,7 @@ def _search(raw: dict[str, Any] | None) -> Search | None:
     loss = c.get("loss", 0)
     criteria = Criteria(c.get("p99-ms"), c.get("p50-ms"), c.get("group"),
                         None if loss == "any" else loss, c.get("backlog", "stable") == "stable",
-                        float(c.get("achieved", 0.95)))
+                        c.get("backlog-max"), float(c.get("achieved", 0.95)))
     return Search(raw["field"], float(raw["start"]), float(raw.get("factor", 2)),
                   float(raw.get("max", 1e9)), float(raw.get("precision", 0.05)), criteria)
 

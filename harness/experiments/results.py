@@ -99,6 +99,8 @@ def row(run: RunSpec, summary: dict[str, Any], views: Iterable[IntervalView], ra
         "lost": lost, "duplicated": duplicated,
         "backlog": ("growing" if not trend["stable"] else "stable") if trend["checked"]
         else "-",
+        # Messages sent and not received when the producers stopped (the backlog's last).
+        "backlog at end": trend["final"],
         # The ActiveMQ paper's rule: above 75% a client may be what limits the rate.
         "client-bound": "yes" if summary["client_cpu"]["bottleneck"] else "no",
     })

@@ -19,7 +19,7 @@ from harness.modules.interface.base import Capability
 from harness.modules.interface.optional import EmbeddedBroker, Multiplexed
 from harness.modules.interface.settings import GROUP_FIELDS, Settings
 from harness.spec.options import field_values, password, table
-from harness.spec.payloads import read_payloads
+from harness.spec.payloads import MOST_BYTES, read_payloads
 from harness.spec.roles import ROLES
 from harness.spec.sizes import parse_sizes
 from harness.spec.steps import RateStep, parse_burst, parse_steps
@@ -72,6 +72,8 @@ class GroupSpec:
     sizes: str | None = None
     payload_dir: str | None = None
     payload_split: str | None = None
+    payload_pool: int = 0  # bodies drawn at random per message (harness.spec.payloads.pool)
+    random_ratio: float | None = None
     properties: dict[str, str] = field(default_factory=dict)
     correlation_id: str | None = None
     persistent: bool = False
@@ -386,16 +388,29 @@ def parsed(flag: str, parse: Callable[[str], Any], text: str) -> Any:
 def _check_bodies(group: GroupSpec, role: Any) -> None:
     """--size-mix, --payload-dir and --payload-split: one way to vary the bodies, for a
     producer."""
+    if group.random_ratio is not None and not group.payload_pool:
+        raise BadInput("--random-ratio", "is the random share of --payload-pool's bodies: "
+                       "give --payload-pool")
     given = [flag for flag, value in (("--size-mix", group.sizes),
                                       ("--payload-dir", group.payload_dir),
-                                      ("--payload-split", group.payload_split)) if value]
+                                      ("--payload-split", group.payload_split),
+                                      ("--payload-pool", group.payload_pool)) if value]
     if not given:
         return
     if len(given) > 1:
-        raise BadInput(given[1], f"one of --size-mix, --payload-dir and --payload-split, not "
-                       f"with {given[0]}")
+        raise BadInput(given[1], f"one of --size-mix, --payload-dir, --payload-split and "
+                       f"--payload-pool, not with {given[0]}")
     if not role.produces:
         raise BadInput(given[0], "is for the producers' bodies")
+    if group.payload_pool:
+        if group.body_file:
+            raise BadInput("--payload-pool", "-mf sends its file's bytes: give one or the "
+                           "other")
+        if group.payload_pool * group.size > MOST_BYTES:
+            raise BadInput("--payload-pool", f"{group.payload_pool:,} bodies of "
+                           f"{group.size:,} bytes are more than the {MOST_BYTES:,} bytes "
+                           "each process may keep")
+        return
     if group.sizes:
         if group.body_file:
             raise BadInput("--size-mix", "-mf sends its file's bytes: give one or the other")

@@ -101,6 +101,12 @@ COMMON: tuple[Option, ...] = (
            "in turn), each message the size of its file."),
     Option("payload-split", str, None, "With -mf: split the file into bodies at this "
            "delimiter (\\n for lines) and send them in turn."),
+    Option("payload-pool", int, 0, "Bodies made for the run, each message drawing one of them "
+           "at random, as OpenMessaging Benchmark's randomized payloads are: this many of -ms "
+           "bytes, of which the first --random-ratio share is random and the rest zero bytes "
+           "(compressing brokers and clients see what they would of such data).", low=0),
+    Option("random-ratio", float, None, "With --payload-pool: the share of each body's bytes "
+           "that are random, 0 to 1 (default 1).", low=0, high=1),
     Option("type", str, "bytes", "Body: bytes (random), text (printable; sent as a text "
            "message where the protocol has them, which JMS brokers deliver as a TextMessage) "
            "or xml (text shaped as an XML document).", field="body_type"),

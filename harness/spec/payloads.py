@@ -1,8 +1,11 @@
 """Bodies read from files (--payload-dir, or -mf split by --payload-split), sent in turn by
-each producer thread, each message with its own size."""
+each producer thread, each message with its own size; or made for the run (--payload-pool),
+each message drawing one at random."""
 
 from __future__ import annotations
 
+import os
+import random
 from pathlib import Path
 
 # What a group's payloads may hold in all: each process keeps them in memory.
@@ -42,3 +45,18 @@ def read_payloads(directory: str | None, body_file: str | None,
     if not parts:
         raise ValueError(f"{body_file!r} holds nothing between its delimiters")
     return parts
+
+
+def pool(count: int, size: int, ratio: float | None) -> list[bytes]:
+    """OpenMessaging Benchmark's randomized payloads: `count` bodies of `size` bytes, the
+    first `ratio` share of each random (int(size * ratio) bytes, as OMB rounds) and the rest
+    zero bytes."""
+    random_bytes = int(size * (1.0 if ratio is None else ratio))
+    return [os.urandom(random_bytes) + bytes(size - random_bytes) for _ in range(count)]
+
+
+def drawn(bodies: list[bytes | tuple[bytes, int]], seed: str, length: int) -> list:
+    """A deck of `length` draws from the pool, each at random (OMB draws one a message), a
+    thread's own: dealt in turn, it costs a message what bodies in turn do."""
+    draw = random.Random(seed)
+    return [bodies[draw.randrange(len(bodies))] for _ in range(length)]
