@@ -311,3 +311,45 @@ def test_an_interval_cut_at_the_stop_and_the_drains_first_on_one_slot_both_count
     assert merged.summary["runs"]["r6"]["measured_seconds"] == pytest.approx(1.45)
     assert receiver["latency"]["max"] == 100
     assert merged.summary["runs"]["r6"]["tags"]["receiver.latency"]["count"] == 3
+
+
+def java_total(hlog: Path, tag: str, out: Path) -> int:
+    """HdrHistogram's reference log processor (Debian's libhdrhistogram-java) adding up one
+    tag of a log: its total count."""
+    import re
+    import subprocess
+
+    done = subprocess.run(["java", "-cp", "/usr/share/java/hdrhistogram.jar",
+                           "org.HdrHistogram.HistogramLogProcessor", "-i", str(hlog), "-tag",
+                           tag, "-o", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return int(re.search(r"Total count\s*=\s*(\d+)", Path(f"{out}.hgrm").read_text())[1])
+
+
+def test_hdrhistogram_reference_reader_adds_each_tag_up_to_the_summary(harness, spark,
+                                                                        tmp_path):
+    """The .hlog of a run with a warm-up and a drain, and the merged.hlog of its merge, read
+    by the Java reference implementation: each plain tag's total is the summary's count
+    (the measured span and the drain); the warm-up's are under tags of their own."""
+    from hdrh.histogram import HdrHistogram
+
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "400", "-rl", "5",
+                     "-sw", "2", "-ss", "1", "--drain", "2", "--no-ui",
+                     "-g", "-m loopback.Receiver -d Q", timeout=120)
+    assert result.code == 0, result.stderr
+    merged = tmp_path / "merged"
+    merge(spark, [str(result.run_dir)], str(merged), say=lambda _: None)
+    (hlog,) = result.run_dir.glob("*.hlog")
+    text = hlog.read_text()
+    assert "#[Phase: measure from 2.000 s" in text and "#[Phase: drain from" in text
+    groups = result.summary["groups"]
+    checked = 0
+    for group, metrics in (("sender", ("service", "delay")), ("receiver", ("latency",))):
+        for metric in metrics:
+            expected = HdrHistogram.decode(groups[group]["histograms"][metric])
+            for log in (hlog, merged / "merged.hlog"):
+                tag = f"{group}.{metric}"
+                assert java_total(log, tag, tmp_path / tag) == expected.get_total_count() > 0
+                assert java_total(log, f"{tag}.warmup", tmp_path / "w") > 0
+                checked += 1
+    assert checked == 6

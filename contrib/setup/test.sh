@@ -14,6 +14,8 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v openssl >/dev/null || need+=(openssl)
 # The many-clients tests read the broker's side of their connections with ss.
 command -v ss >/dev/null || need+=(iproute2)
+# The .hlog is read by HdrHistogram's reference Java implementation (its log processor).
+[ -f /usr/share/java/hdrhistogram.jar ] || need+=(libhdrhistogram-java)
 if [ ${#need[@]} -gt 0 ]; then
     as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
     echo "setup: installing ${need[*]} from Debian's packages" >&2

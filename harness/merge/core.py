@@ -307,7 +307,7 @@ class SlotMerger:
                              name, metric, count, rate(count, view.length),
                              *(p[k] for k in LATENCY), text))
                 hlog.append(hlog_line(layout.base_time, tag, start, view.length,
-                                      histogram.get_max_value(), text))
+                                      histogram.get_max_value(), text, view.phase))
         return rows, hlog, latency
 
     def _measured(self, interval: Interval) -> None:

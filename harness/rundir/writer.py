@@ -42,9 +42,19 @@ def hlog_header(base_time: float, comment: str) -> str:
 
 
 def hlog_line(base_time: float, tag: str, start: float, length: float, max_us: float,
-              encoded: str) -> str:
+              encoded: str, phase: str = "measure") -> str:
+    """One interval's histogram of a tag. The summary leaves the warm-up out and counts
+    the measured span and the drain: so does a reader that adds up a tag, for a warm-up
+    interval's histograms go under a tag of their own, `<group>.<metric>.warmup`."""
+    if phase == "warmup":
+        tag += ".warmup"
     return (f"Tag={tag},{start - base_time:.3f},{length:.3f},"
             f"{max_us / HLOG_MAX_VALUE_UNIT_RATIO:.3f},{encoded}\n")
+
+
+def hlog_phase(base_time: float, phase: str, start: float) -> str:
+    """A comment where a phase begins (HdrHistogram's readers pass over comments)."""
+    return f"#[Phase: {phase} from {start - base_time:.3f} s after the BaseTime]\n"
 
 
 def scrub(value: Any) -> Any:
@@ -121,6 +131,7 @@ class RunWriter:
         self.jsonl = _AppendLog(run_dir / "intervals.jsonl")
         self.hlog = _AppendLog(run_dir / f"{node}.hlog")
         self.hlog.write(hlog_header(base_time, f"harness run {run_id} node {node}"))
+        self.phase = ""
 
     def write_interval(self, records: list[dict[str, Any]], histograms: list[
             tuple[str, float, float, int, str]]) -> None:
@@ -143,8 +154,13 @@ class RunWriter:
         """An interval's end, once every process reported it: the host's CPU (and the
         broker's: pid, CPU), whose record a reader takes as the interval complete
         (harness.rundir.reader.Intervals), and its merged histograms in the .hlog."""
-        self.write_interval(closing_records(self.run_id, self.node, index, start, phase,
-                                            machine_cpu, broker, broker_memory), histograms)
+        if phase != self.phase:
+            self.phase = phase
+            self.hlog.write(hlog_phase(self.base_time, phase, start))
+        self.jsonl.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in
+                                 closing_records(self.run_id, self.node, index, start, phase,
+                                                 machine_cpu, broker, broker_memory)))
+        self.hlog.write("".join(hlog_line(self.base_time, *h, phase) for h in histograms))
 
     def close(self) -> None:
         self.jsonl.close()
