@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,15 @@ def test_prometheus_holds_what_the_run_directory_holds(tmp_path: Path, brokers: 
             str(port), "--pushgateway", f"http://127.0.0.1:{gateway.ports['http']}",
             "--slo", "lost == 0", "-o", str(out)),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
-        # While the run goes, its figures are there.
+        # While the run goes, its figures are there, and Prometheus's own lint passes them.
         wait_for(prometheus, f'harness_rate_messages_per_second{{run_id="{RUN_ID}"}}', 30)
         assert proc.poll() is None, "the run ended before Prometheus saw it"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+            exposed = page.read()
+        linted = subprocess.run(["promtool", "check", "metrics"], input=exposed,
+                                capture_output=True, timeout=30)
+        assert linted.returncode == 0, linted.stdout + linted.stderr
+        assert b"harness_latency_seconds_bucket{" in exposed
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 0, stderr
         run_dir = only_run_dir(out)
@@ -87,11 +94,20 @@ def test_prometheus_holds_what_the_run_directory_holds(tmp_path: Path, brokers: 
         index = {ts: int(float(v)) for series in prometheus.query(  # a series a phase
             f'harness_interval{{{selector}}}[10m]') for ts, v in series["values"]}
         p99 = {ts: float(v) for ts, v in prometheus.query(
-            f'harness_latency_seconds{{{selector}, group="receiver", metric="latency", '
-            'quantile="0.99"}[10m]')[0]["values"]}
+            f'harness_interval_latency_seconds{{{selector}, group="receiver", '
+            'metric="latency", percentile="0.99"}[10m]')[0]["values"]}
         scraped = {index[ts]: round(value * 1e6) for ts, value in p99.items() if ts in index}
         assert len(scraped) >= 3, (index, p99)
         assert scraped == {i: records[i] for i in scraped}
+
+        # The latency histogram adds up in PromQL: its p99 over the measured span and the
+        # drain lands in the bucket (26% wide) of the summary's.
+        (estimate,) = prometheus.query(
+            f'histogram_quantile(0.99, sum by (le) (harness_latency_seconds_bucket{{'
+            f'{selector}, group="receiver", metric="latency", phase=~"measure|drain"}}))',
+            at["harness"])
+        summary_p99 = summary["groups"]["receiver"]["latency"]["p99"] / 1e6
+        assert summary_p99 / 1.26 <= float(estimate["value"][1]) <= summary_p99 * 1.26
 
         # Every panel of the dashboard parses and returns series for the run: while it
         # measured (the last interval's latency), or at its end (the measured span's).

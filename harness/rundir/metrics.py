@@ -9,9 +9,14 @@ Per group, labelled run_id, node, group, module and destination:
   labelled by phase); where the transport reports it, each partition's (Kafka) or
   destination's (AMQP, JetStream, Redis Streams) lag
   (`harness_lag_messages`, labelled partition);
-- the last interval's percentiles of each latency metric (latency, service, delay, confirm),
-  in seconds, from its HDR histogram as the interval record has it: `harness_latency_seconds`
-  with labels metric and quantile (0.5, 0.9, 0.99, 0.999, 1 for the maximum);
+- each latency metric (latency, service, delay, confirm) as a Prometheus histogram in
+  seconds, `harness_latency_seconds` (cumulative `_bucket{le}` counters by phase,
+  ten buckets a decade from 10 us to 100 s), which PromQL adds across nodes, processes and
+  time: `histogram_quantile(0.99, sum by (le) (rate(..._bucket[1m])))`;
+- the last interval's percentiles of each latency metric, in seconds, from its HDR histogram
+  as the interval record has it: `harness_interval_latency_seconds` with labels metric and
+  percentile (0.5, 0.9, 0.99, 0.999, 1 for the maximum: a gauge's label, which only a
+  summary may call quantile);
 - at the end, the summary's rate and percentiles (`harness_summary_*`), the floor, and each
   threshold's verdict (`harness_slo_passed`).
 A distributed run's driver serves the merged figures, and each node's rate and CPU labelled
@@ -22,12 +27,18 @@ interval's figures, never half of two."""
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, push_to_gateway
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from harness.rundir.sinks import Closed, Sink
@@ -45,6 +56,9 @@ QUANTILES = {"p50": "0.5", "p90": "0.9", "p99": "0.99", "p99.9": "0.999", "max":
 LABELS = ["run_id", "node", "group", "module", "destination"]
 # How long the end of a run waits for a scrape that sees its last figures.
 LAST_SCRAPE_S = 5.0
+# The latency histograms' upper bounds in microseconds: ten a decade (a bucket 26% wide),
+# 10 us to 100 s, so that histogram_quantile lands within a quarter of the HDR figure.
+BOUNDS_US = [round(10 * 10 ** (i / 10), 3) for i in range(71)]
 
 
 class Metrics(Sink, Collector):
@@ -57,6 +71,8 @@ class Metrics(Sink, Collector):
         self.names = [g.name for g in run.groups]
         # (group, counter, phase) -> the run's total so far
         self.totals: dict[tuple[str, str, str], float] = {}
+        # (group, metric, phase) -> counts a bucket (BOUNDS_US, then +Inf) and the sum (s)
+        self.buckets: dict[tuple[str, str, str], list[float]] = {}
         self.last: list[Metric] = []  # the last interval's gauges
         self.final: list[Metric] = []  # the summary's
         self.families: list[Metric] = []  # what a scrape sees: swapped whole
@@ -100,9 +116,9 @@ class Metrics(Sink, Collector):
                                 "or destination (a queue's depth, a stream consumer's "
                                 "pending) the group's consumers had not taken, as last "
                                 "read", labels=[*LABELS, "partition"])
-        latency = GaugeMetricFamily("harness_latency_seconds", "the last interval's "
+        latency = GaugeMetricFamily("harness_interval_latency_seconds", "the last interval's "
                                     "percentiles of each latency metric, from its HDR "
-                                    "histogram", labels=[*LABELS, "metric", "quantile"])
+                                    "histogram", labels=[*LABELS, "metric", "percentile"])
         # Counted by each process's own phase: the nodes of a distributed run cross the
         # warm-up's end at their own instants within one merged interval.
         for report in closed.reports:
@@ -125,6 +141,7 @@ class Metrics(Sink, Collector):
                 if histogram.get_total_count():  # nothing measured: no figure, not a stale one
                     for pct, value in percentiles(histogram).items():
                         latency.add_metric([*labels, metric, QUANTILES[pct]], value / 1e6)
+                    self._bucket(name, metric, view.phase, histogram)
         index = GaugeMetricFamily("harness_interval", "the last interval closed, and its "
                                   "phase", labels=["run_id", "phase"])
         index.add_metric([self.run_id, view.phase], closed.index)
@@ -154,7 +171,7 @@ class Metrics(Sink, Collector):
                                   "rate over the measured span (summary.json)", labels=LABELS)
         latency = GaugeMetricFamily("harness_summary_latency_seconds", "the measured span's "
                                     "percentiles (summary.json)",
-                                    labels=[*LABELS, "metric", "quantile"])
+                                    labels=[*LABELS, "metric", "percentile"])
         for name, group in summary.get("groups", {}).items():
             labels = self.labels.get(name)
             if labels is None:
@@ -169,7 +186,7 @@ class Metrics(Sink, Collector):
         if floor and floor.get("samples"):
             family = GaugeMetricFamily("harness_floor_seconds", "the harness's own wake-up "
                                        "and hand-off latency under the run's load",
-                                       labels=["run_id", "node", "quantile"])
+                                       labels=["run_id", "node", "percentile"])
             for pct, quantile in QUANTILES.items():
                 if floor.get(pct) is not None:
                     family.add_metric([self.run_id, self.run.node, quantile], floor[pct] / 1e6)
@@ -197,8 +214,29 @@ class Metrics(Sink, Collector):
                     for key, name in COUNTED.items()}
         for (group, key, phase), value in sorted(self.totals.items()):
             counters[key].add_metric([*self.labels[group], phase], value)
-        self.families = [*counters.values(), *self.last, *self.final]
+        histograms = HistogramMetricFamily(
+            "harness_latency_seconds", "each latency metric's values since the "
+            "run began, by phase (summary.json holds measure and drain)",
+            labels=[*LABELS, "metric", "phase"])
+        for (group, metric, phase), counts in sorted(self.buckets.items()):
+            running, cumulative = 0.0, []
+            for bound, count in zip([*(f"{b / 1e6:g}" for b in BOUNDS_US), "+Inf"],
+                                    counts[:-1], strict=True):
+                running += count
+                cumulative.append((bound, running))
+            histograms.add_metric([*self.labels[group], metric, phase], cumulative,
+                                  sum_value=counts[-1])
+        self.families = [*counters.values(), histograms, *self.last, *self.final]
         self.updated = self.scrapes
+
+    def _bucket(self, group: str, metric: str, phase: str, histogram: Any) -> None:
+        """An interval's HDR histogram added to the group's Prometheus buckets."""
+        counts = self.buckets.setdefault((group, metric, phase),
+                                         [0.0] * (len(BOUNDS_US) + 2))
+        for item in histogram.get_recorded_iterator():
+            value, count = item.value_iterated_to, item.count_at_value_iterated_to
+            counts[bisect.bisect_left(BOUNDS_US, value)] += count
+            counts[-1] += count * value / 1e6
 
     def _push(self) -> None:
         """A Pushgateway that is down is said once; the run goes on."""
