@@ -104,6 +104,18 @@ CASES = [
      "'+' is a whole level and '#' the whole last level"),
     ("MQTT '+' inside a level", ["-m", "mqtt.Subscriber", "-d", "a/b+"], "-d",
      "'+' is a whole level"),
+    # Options that would do nothing without another
+    ("--slo-interval without --slo", ["-m", "loopback.Sender", "-d", "Q", "--slo-interval"],
+     "--slo-interval", "without --slo"),
+    ("--slo-abort without --slo", ["-m", "loopback.Sender", "-d", "Q", "--slo-abort", "2"],
+     "--slo-abort", "without --slo"),
+    ("--push-intervals without a gateway", ["-m", "loopback.Sender", "-d", "Q",
+                                            "--push-intervals"], "--push-intervals",
+     "without --pushgateway"),
+    ("--metrics-host without a port", ["-m", "loopback.Sender", "-d", "Q", "--metrics-host",
+                                       "0.0.0.0"], "--metrics-host", "without --metrics-port"),
+    ("--random-ratio without a pool", ["-m", "loopback.Sender", "-d", "Q", "--random-ratio",
+                                       "0.5"], "--random-ratio", "give --payload-pool"),
 ]
 
 

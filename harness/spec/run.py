@@ -158,6 +158,15 @@ def validate_run(run: RunSpec) -> None:
         if run.nodes > 1:
             raise BadInput("--backlog", "one node's controller releases its consumers: not "
                            "with --nodes")
+    # An option that does nothing without another is refused, never ignored.
+    for flag, given, needs, present in (
+            ("--slo-interval", run.slo_interval, "--slo", run.slo),
+            ("--slo-abort", run.slo_abort, "--slo", run.slo),
+            ("--push-intervals", run.push_intervals, "--pushgateway", run.pushgateway),
+            ("--metrics-host", run.metrics_host != "127.0.0.1", "--metrics-port",
+             run.metrics_port is not None)):
+        if given and not present:
+            raise BadInput(flag, f"does nothing without {needs}: give {needs} too")
     if run.duration and run.warmup >= run.duration:
         raise BadInput("-sw", f"warm-up ({run.warmup:g} s) must be shorter than the run "
                        f"length -rl ({run.duration:g} s)")
