@@ -341,3 +341,33 @@ def test_per_thread_selectors_on_activemq_split_the_stream_without_false_loss(
     assert subscriber["received"] == sent and subscriber["lost"] == 0
     assert summary["throughput"]["replication_grade"] == pytest.approx(1.0, abs=0.02)
     assert summary["delivery"] == []  # filtered destinations are not balanced by count
+
+
+def test_check_prints_the_plan_of_every_shipped_profile_and_connects_to_nothing(tmp_path):
+    """harness run PROFILE --check: every shipped profile checks, prints a plan a run, and
+    writes nothing (its runs would go under tmp_path's runs/)."""
+    import subprocess
+
+    from tests.conftest import env, harness_command
+
+    names = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
+    assert len(names) >= 10
+    for name in names:
+        done = subprocess.run(harness_command("run", name, "--check"), capture_output=True,
+                              text=True, env=env(), cwd=tmp_path, timeout=60)
+        assert done.returncode == 0, (name, done.stderr)
+        assert done.stdout.count("plan: ") >= 1 and "checked: nothing was connected" in \
+            done.stdout, (name, done.stdout)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_check_prints_a_command_lines_rates_and_totals(harness):
+    result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-nt", "4", "-rt", "250",
+                     "-rl", "10", "-sw", "2", "-g", "-m loopback.Receiver -d Q", "--check",
+                     output=False)
+    assert result.code == 0, result.stderr
+    assert "250.00/s a thread, 1,000.0/s in all; 10,000 messages in 10 s (8,000 of them " \
+        "measured)" in result.stdout
+    assert result.run_dir is None
+    bad = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "-5", "--check")
+    assert bad.code == 2 and "harness: error: " in bad.stderr

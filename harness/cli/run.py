@@ -90,6 +90,11 @@ def run(
     ship: Annotated[bool, typer.Option(
         "--ship/--no-ship", help="With --cluster: send this harness to the executors as a zip "
         "(their Python must have its dependencies).", rich_help_panel=PANELS["cluster"])] = True,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Check everything a run would and print its plan (groups, threads, "
+        "clients, rates, destinations, what it would send, its files), connecting to "
+        "nothing: exit 0, or 2 with the first problem.",
+        rich_help_panel=PANELS["run"])] = False,
     **flags: Any,
 ) -> None:
     """Run worker groups against a broker and measure every message, or run a profile.
@@ -125,13 +130,14 @@ def run(
         if profile is not None or group:
             raise BadInput("--omb", "the workload makes the groups: give no profile or -g "
                            "beside it (a profile names a workload with its omb: key)")
-        raise typer.Exit(run_profile(omb, set_ or [], ui, on_cluster, omb_given(given)))
+        raise typer.Exit(run_profile(omb, set_ or [], ui, on_cluster, omb_given(given), check))
     if profile is not None:
         for option in table().values():
             if option.key in given and given[option.key] != option.default:
                 raise BadInput(option.flag, "with a profile, set this in the file or with "
                                "--set (groups.<name>.<flag>=..., run.<flag>=...)")
-        raise typer.Exit(run_profile(find_profile(profile), set_ or [], ui, on_cluster))
+        raise typer.Exit(run_profile(find_profile(profile), set_ or [], ui, on_cluster,
+                                     check=check))
     if set_:
         raise BadInput("--set", "overrides a profile's fields; give a profile file first")
     groups = []
@@ -150,7 +156,20 @@ def run(
         raise BadInput("--backlog", "one node's controller releases its consumers: not with "
                        "--cluster")
     thresholds(spec)
+    if check:
+        print_plan(spec, on_cluster)
+        raise typer.Exit(0)
     raise typer.Exit(execute(spec, ui, on_cluster).exit_code)
+
+
+def print_plan(spec: RunSpec, cluster: Any = None) -> None:
+    from harness.spec.plan import plan_lines
+
+    for line in plan_lines(spec, cluster.nodes if cluster is not None else spec.nodes):
+        console.print(line, markup=False)
+    if spec.slo:
+        console.print(f"thresholds: {'; '.join(spec.slo)}", markup=False)
+    console.print("checked: nothing was connected to or written", markup=False)
 
 
 # The flags of every option in the table follow the fixed parameters above.
@@ -281,7 +300,7 @@ def outputs(spec: RunSpec, controller: Any, nodes: int) -> list[Any]:
 
 
 def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None,
-                omb: dict[str, Any] | None = None) -> int:
+                omb: dict[str, Any] | None = None, check: bool = False) -> int:
     """A profile's runs; with a cluster (--cluster, else the profile's cluster: block), each
     run (a point of a sweep, a probe of a search) is one distributed run. With omb (from
     omb_given), path is an OpenMessaging Benchmark workload file run as a profile."""
@@ -300,6 +319,15 @@ def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None,
                  for k, v in omb[g].items()]
         profile = load_data(path, "", data, {}, [*sided, *overrides])
     cluster = cluster or profile.cluster
+    if check:
+        what = f"a search over {profile.search.field} from {profile.search.start:g}" \
+            if profile.search else f"{len(profile.points)} run{'s' * (len(profile.points) != 1)}"
+        console.print(f"profile {profile.name}: {what}", markup=False)
+        for number, point in enumerate(profile.points, 1):
+            if len(profile.points) > 1:
+                console.print(f"run {number} of {len(profile.points)}:", markup=False)
+            print_plan(point.run, cluster)
+        return 0
     if profile.points[0].scenario is not None:
         from harness.experiments.scenarios.experiment import run_profile as run_scenario
         return run_scenario(profile, lambda spec: execute(spec, ui, cluster), console)
