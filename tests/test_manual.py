@@ -1,0 +1,130 @@
+"""The manual's commands, run: every `harness ...` line of a shell block in README.md and
+contrib/docs/docs/*.md. A `harness run` is run with --check (everything checked, nothing
+connected or written), from a folder holding the files the commands name; the other
+commands run as they are, against a run the test makes, or are listed here with why not.
+Every --slo expression in the manual is parsed too."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, env
+
+PAGES = [ROOT / "README.md", *sorted((ROOT / "contrib" / "docs" / "docs").glob("*.md"))]
+# Commands shown with a placeholder (`...`, a master of the reader's own) that --check
+# cannot take as they are: why, by a part of the command.
+NOT_CHECKED = {
+    "harness run ...": "a fragment: the flags to add to a run of the reader's own",
+    "spark://master:7077": "a cluster of the reader's own (the standalone cluster's command "
+                           "beside it is checked)",
+    "mosquitto-many.pid": "a broker started by the broker script's mosquitto-many, whose "
+                          "pid file --broker-pid reads (tests/test_clients.py runs it)",
+    "harness merge": "Spark: tests/test_merge.py, test_distributed.py and "
+                     "test_spark_submit.py run harness merge of nodes' directories",
+    "harness view merged": "the output of the harness merge above (test_distributed.py views "
+                           "a merged run)",
+}
+
+
+def commands() -> list[tuple[str, str]]:
+    found = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in re.findall(r"```(?:sh|bash|console|shell)?\n(.*?)```", text, re.S):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                match = re.match(r"^\s*(?:[A-Z_]+=\S+\s+)*(harness\s.*)$", line)
+                if match:
+                    found.append((page.name, re.split(r"\s+#\s", match[1])[0].strip()))
+    return found
+
+
+def fixtures(where: Path) -> None:
+    """What the manual's commands name: a workload, a certificate, payloads."""
+    workload = ("name: manual\ntopics: 1\npartitionsPerTopic: 16\nmessageSize: 1024\n"
+                "payloadFile: payload/payload-1Kb.data\nsubscriptionsPerTopic: 1\n"
+                "consumerPerSubscription: 1\nproducersPerTopic: 1\nproducerRate: 1000\n"
+                "consumerBacklogSizeGB: 0\ntestDurationMinutes: 1\n")
+    (where / "payload").mkdir()
+    (where / "payload" / "payload-1Kb.data").write_bytes(bytes(1024))
+    (where / "workloads").mkdir()
+    for name in ("1-topic-16-partitions-1kb.yaml", "workloads/1-topic-16-partitions-1kb.yaml"):
+        (where / name).write_text(workload)
+    (where / "my-workload.yaml").write_text(workload.replace("partitionsPerTopic: 16",
+                                                             "partitionsPerTopic: 1"))
+    (where / "ca.pem").write_text("")
+    shutil.copytree(ROOT / "profiles", where / "profiles")
+
+
+CASES = commands()
+
+
+def test_the_manual_has_commands_to_check():
+    assert len([c for _, c in CASES if c.startswith("harness run")]) >= 40
+
+
+@pytest.mark.parametrize(("page", "command"), [c for c in CASES if c[1].startswith(
+    "harness run")], ids=[f"{p}:{c[12:60]}" for p, c in CASES if c.startswith("harness run")])
+def test_each_run_in_the_manual_checks(page, command, tmp_path):
+    skipped = [why for part, why in NOT_CHECKED.items() if part in command]
+    if skipped:
+        return  # listed in NOT_CHECKED with the reason
+    fixtures(tmp_path)
+    line = command if "--check" in command or "--help" in command else f"{command} --check"
+    bin_dir = Path(sys.executable).parent
+    done = subprocess.run(
+        ["bash", "-c", f"harness() {{ {sys.executable} -m harness \"$@\"; }}; {line}"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+             "HARNESS_PASSWORD": "not-a-real-secret"}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
+    assert "--help" in line or "checked: nothing was connected" in done.stdout, done.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory) -> Path:
+    """A short loopback run, standing for the runs the manual's commands name."""
+    out = tmp_path_factory.mktemp("made")
+    subprocess.run([sys.executable, "-m", "harness", "run", "-m", "loopback.Sender", "-d", "Q",
+                    "-rt", "200", "-rl", "2", "-ss", "1", "--no-ui", "-o", str(out), "-g",
+                    "-m loopback.Receiver -d Q"], check=True, capture_output=True, env=env(),
+                   timeout=120)
+    (run,) = out.iterdir()
+    return run
+
+
+OTHERS = [c for c in CASES if not c[1].startswith("harness run")]
+
+
+@pytest.mark.parametrize(("page", "command"), OTHERS, ids=[f"{p}:{c[8:50]}" for p, c in OTHERS])
+def test_each_other_command_in_the_manual_runs(page, command, a_run, tmp_path):
+    if any(part in command for part in NOT_CHECKED):
+        return  # listed in NOT_CHECKED with the reason
+    for named in re.findall(r"\bruns/\S+", command):  # the runs it names, made
+        shutil.copytree(a_run, tmp_path / named.replace("*", "20261128T122054Z"))
+    done = subprocess.run(
+        ["bash", "-c", f"harness() {{ {sys.executable} -m harness \"$@\"; }}; {command}"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env(),
+        stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
+
+
+def test_every_threshold_in_the_manual_parses():
+    """Each --slo "..." the manual writes, in a command or in its prose, against groups of
+    the names the manual uses."""
+    from harness.stats.slo import parse
+
+    names = ("sender", "receiver", "publisher", "subscriber", "producer", "consumer",
+             "requestor", "responder", "dc", "sm", "hq")
+    groups = {name: ["latency", "service", "delay", "confirm"] for name in names}
+    found = {m for page in PAGES for m in re.findall(r'--slo\s+"([^"]+)"', page.read_text())}
+    assert len(found) >= 5
+    for text in sorted(found):
+        parse(text, groups, dict.fromkeys(names, 1000.0))
