@@ -43,6 +43,9 @@ logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
 
 DEFAULT_PORT = 61613
 RECEIPT_TIMEOUT_S = 10.0
+# A CONNECT the broker has not answered by then fails (a partition accepts the connection
+# and answers nothing; stomp.py would wait for ever).
+CONNECT_TIMEOUT_S = 10.0
 RECONNECT_EVERY_S = 0.5
 ACK_MODES = ("auto", "client", "client-individual")
 
@@ -98,11 +101,15 @@ class _Listener(stomp.ConnectionListener):
         if event is not None:
             event.set()
 
+    def on_connected(self, frame: Any) -> None:
+        self.transport.answered.set()
+
     def on_error(self, frame: Any) -> None:
         message = frame.headers.get("message") or (frame.body or b"")[:200]
         if isinstance(message, bytes):
             message = message.decode("utf-8", "replace")
         self.transport.broker_errors.append(str(message).strip())
+        self.transport.answered.set()
 
     def on_heartbeat_timeout(self) -> None:
         # stomp.py has closed the socket of a peer silent past its heart-beats (a partition
@@ -110,6 +117,7 @@ class _Listener(stomp.ConnectionListener):
         self.on_disconnected()
 
     def on_disconnected(self) -> None:
+        self.transport.answered.set()
         self.transport.connected = False
         if self.transport.conn is not None:  # not our own close()
             self.transport.outages.went_down()
@@ -148,6 +156,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         self.transaction_open = False  # from the first begin(): every send is in one
         self.broker_errors: list[str] = []
         self.connected = False
+        self.answered = threading.Event()  # the broker answered a CONNECT, or the socket went
         self.conn: Any = None
         self.transaction: str | None = None
         self.subscription: tuple[Destination, dict[str, str], str] | None = None
@@ -170,8 +179,15 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
                          ca_certs=s.ca, ssl_version=ssl.PROTOCOL_TLS_CLIENT)
         conn.set_listener("harness", _Listener(self))
         headers = {"client-id": self.client} if self.client else {}
+        self.answered.clear()
         try:
-            conn.connect(s.user, s.password, wait=True, headers=headers)
+            conn.connect(s.user, s.password, wait=False, headers=headers)
+            if not self.answered.wait(CONNECT_TIMEOUT_S):
+                with contextlib.suppress(Exception):
+                    conn.transport.running = False
+                    conn.transport.disconnect_socket()
+                raise TransportError(f"cannot connect to {host}:{port}: no answer to CONNECT "
+                                     f"within {CONNECT_TIMEOUT_S:g} s")
         except stomp.exception.ConnectFailedException:
             detail = self.broker_errors.pop() if self.broker_errors else \
                 "refused or unreachable"

@@ -266,9 +266,21 @@ def loopback_run(harness):
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, below the kernel's range of ephemeral ports (32768 up):
+    a port the kernel handed out would be free now and could be another process's source
+    port by the time a private server binds it (a RabbitMQ node failed to start so,
+    dist_port_already_used, beside the fault matrix's many connections)."""
+    import random
+
+    for _ in range(200):
+        port = random.randrange(10_000, 32_000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port between 10000 and 32000")
 
 
 def wait_for_port(port: int, seconds: float = 10) -> None:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from tests.conftest import ROOT, env, harness_command, read_jsonl
+from tests.conftest import ROOT, env, free_port, harness_command, read_jsonl
 from tests.servers import Pushgateway
 from tests.test_profiles import tiny_sweep
 
@@ -367,9 +366,7 @@ def test_a_standalone_cluster_runs_an_mqtt_job_on_two_nodes(harness, brokers, tm
     executor the Worker launched, against Mosquitto. The cluster runs in a mount namespace
     of its own where the run's output directory is another (empty) file system, as on
     machines of their own: the executors see nothing the driver writes there."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     state = tmp_path / "spark"
     script = ["bash", str(ROOT / "contrib" / "spark" / "standalone.sh")]
     spark_env = {**os.environ, "HARNESS_SPARK_PORT": str(port), "HARNESS_SPARK_STATE": str(state),

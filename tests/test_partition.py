@@ -22,6 +22,7 @@ CASES = {
     "mqtt": (1883, "mqtt.Publisher", "mqtt.Subscriber", ["--qos", "1"]),
     "amqp": (5672, "amqp.Sender", "amqp.Receiver", []),
     "nats": (4222, "nats.Publisher", "nats.Subscriber", []),
+    "stomp": (61613, "stomp.Sender", "stomp.Receiver", ["--flavour", "activemq"]),
 }
 RUN_S = 20
 STALL_AFTER_S = 4.0

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, env, harness_command
+from tests.conftest import ROOT, env, free_port, harness_command
 
 WITHOUT_CLIENTS = [sys.executable, str(ROOT / "tests" / "without_clients.py")]
 
@@ -46,9 +45,7 @@ def cluster(tmp_path_factory):
     """(master URL, the PySpark-only Python, the package directory, environment)."""
     root = tmp_path_factory.mktemp("cluster")
     python = pyspark_only_python(root / "bare")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     script = ["bash", str(ROOT / "contrib" / "spark" / "standalone.sh")]
     spark_env = {**os.environ, "HARNESS_SPARK_PORT": str(port),
                  "HARNESS_SPARK_STATE": str(root / "spark"), "PYTHON": str(python)}
