@@ -38,8 +38,9 @@ KEY_DISTRIBUTORS = {"NO_KEY": "none", "KEY_ROUND_ROBIN": "sequence", "ROUND_ROBI
 NOT_HONOURED = {
     "messageRateReceivedForSubscription": "OMB's filtered subscriptions (a share of the "
                                           "messages each) are not modelled",
-    "producerIncrementRate": "OMB's stepped search for the sustainable rate is not made; "
-                             "producerRate 0 runs the harness's capacity search instead",
+    "producerIncrementRate": "a rate raised in steps (from producerStartRate by this every "
+                             "producerIncrementSeconds) is not mapped yet; --rate-steps makes "
+                             "such steps",
     "producerPauseBeforeDrain": "producers paused before the drain are not modelled: the "
                                 "harness's producers keep their rate while a backlog drains",
     "producerPauseDuringDrain": "producers paused during the drain are not modelled: the "
