@@ -48,6 +48,9 @@ BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chrom
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {
+    # eighteen profiles checked one after another: the whole suite's, not the quick tier's
+    "test_check_prints_the_plan_of_every_shipped_profile_and_connects_to_nothing",
+    "test_randomized_payloads_and_a_backlog_run_as_omb_means_them",
     "test_a_1000_per_second_run_holds_the_rate_every_second_and_does_not_drift",
     "test_a_consumer_at_500_behind_a_producer_at_1000_builds_500_a_second",
     "test_consumers_held_until_the_backlog_then_drain_it",
