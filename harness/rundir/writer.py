@@ -157,9 +157,8 @@ class RunWriter:
         if phase != self.phase:
             self.phase = phase
             self.hlog.write(hlog_phase(self.base_time, phase, start))
-        self.jsonl.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in
-                                 closing_records(self.run_id, self.node, index, start, phase,
-                                                 machine_cpu, broker, broker_memory)))
+        self.write_interval(closing_records(self.run_id, self.node, index, start, phase,
+                                            machine_cpu, broker, broker_memory), [])
         self.hlog.write("".join(hlog_line(self.base_time, *h, phase) for h in histograms))
 
     def close(self) -> None:
