@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import TypeVar
@@ -15,13 +16,25 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(us|ms|s|m|h)\s*$")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+def finite(given: str | float, what: str = "") -> float:
+    """A number that is one: NaN and infinity (which float() takes from "nan", "inf" or 400
+    digits) refused, as every comparison with NaN is false and would let it through."""
+    try:
+        value = float(given)
+    except ValueError:
+        raise ValueError(f"{what or repr(given)} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{what or repr(given)} is not a finite number")
+    return value
+
+
 def parse_duration(text: str) -> float:
     """Seconds in a duration with its unit: 200us, 5ms, 1.5s, 2m, 1h."""
     match = _DURATION.match(text)
     if match is None:
         raise ValueError(f"{text.strip()!r} is not a duration with its unit (us, ms, s, m or "
                          "h), e.g. 5ms")
-    return float(match.group(1)) * _SECONDS[match.group(2)]
+    return finite(match.group(1), repr(text.strip())) * _SECONDS[match.group(2)]
 
 
 def parse_size(text: str | int) -> int:
@@ -54,11 +67,7 @@ def parse_weighted(text: str, parse: Callable[[str], T], what: str
         value, colon, weight = part.rpartition(":")
         if not colon:
             raise ValueError(f"{part.strip()!r} is not {what}:WEIGHT")
-        try:
-            w = float(weight)
-        except ValueError:
-            raise ValueError(f"{part.strip()!r}: the weight {weight!r} is not a number") \
-                from None
+        w = finite(weight, f"{part.strip()!r}: the weight {weight!r}")
         if w < 0:
             raise ValueError(f"{part.strip()!r}: a weight is 0 or more")
         values.append(parse(value.strip()))

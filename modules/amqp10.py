@@ -37,7 +37,7 @@ import proton.utils
 from harness.modules.interface.base import Capability, TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
 from harness.modules.interface.optional import Acknowledgements, Declarations, TemporaryQueues
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
 
@@ -71,6 +71,7 @@ PREFIXES: dict[str, tuple[str, str]] = {
 @dataclass(frozen=True)
 class Amqp10Options:
     prefetch: int = option(0, "", scope="connection", low=0, side="receive")
+    heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
     confirm: int = option(0, "", low=0, side="send")
     reply_queue: str | None = option(None, "")
     requeue: bool = option(True, "", negative=True, side="receive")
@@ -229,7 +230,9 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         try:
             self.conn = proton.utils.BlockingConnection(
                 f"{scheme}://{host}:{port}", timeout=CONNECT_TIMEOUT_S, container=container,
-                ssl_domain=ssl_domain, **kwargs)
+                # The idle timeout: the broker sends a frame at least every half of it, and
+                # a connection silent for a whole one is lost (a partition).
+                ssl_domain=ssl_domain, heartbeat=2 * s.options.heartbeat or None, **kwargs)
         except (proton.ProtonException, OSError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
         self.connected = True

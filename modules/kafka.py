@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections import deque
@@ -59,7 +60,7 @@ from harness.modules.interface.optional import (
     TemporaryQueues,
     Transactions,
 )
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.inline import InlineFrames
 
@@ -117,6 +118,7 @@ class KafkaOptions:
                        "messages stay in order on one partition), sequence (the producer and "
                        "its sequence number: spread message by message) or random.",
                        side="send")
+    heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
     send_timeout: float = option(30.0, "Kafka: seconds a send may wait for its delivery "
                                  "report (delivery.timeout.ms) before it is in doubt.", low=1,
                                  side="send")
@@ -219,6 +221,15 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
         s = self.settings
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap,
                                 "error_cb": self._error, "logger": LOG}
+        heartbeat_ms = int(self.o.heartbeat * 1000)
+        if heartbeat_ms:
+            # The liveness check: a request unanswered for two heartbeats closes the
+            # connection (socket.max.fails is 1), which a partition would otherwise hold a
+            # minute; a fetch's own wait is not silence. A connection attempt the network
+            # drops is given up after one, and the broker is then down (error_cb: all
+            # brokers down), so that the outage shows two or three heartbeats in.
+            conf["socket.timeout.ms"] = max(2 * heartbeat_ms, self.o.fetch_wait_ms + 1000)
+            conf["socket.connection.setup.timeout.ms"] = max(heartbeat_ms, 1000)
         client_id = s.connection_id(stable=False)
         if client_id:
             conf["client.id"] = client_id
@@ -271,6 +282,10 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
                 "linger.ms": o.linger_ms, "compression.type": o.compression,
                 "max.in.flight.requests.per.connection": o.max_in_flight,
                 "delivery.timeout.ms": int(o.send_timeout * 1000),
+                # A produce request waits this long for its answer (not socket.timeout.ms):
+                # the same liveness check as every other request.
+                **({"request.timeout.ms": max(int(2000 * o.heartbeat), 1000)}
+                   if o.heartbeat else {}),
                 # One callback for every delivery report, not a callable bound per send to
                 # carry its number and send time (an allocation on every send): librdkafka
                 # times each message from produce() to the broker's answer itself, and a
@@ -317,6 +332,9 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
             topics = stats["topics"]
         except (ValueError, KeyError, TypeError):
             return
+        if self.down and any(b.get("state") == "UP" and b.get("nodeid", -1) >= 0
+                             for b in stats.get("brokers", {}).values()):
+            self._up()  # connected again: said by the statistics when no message says it
         seen, mine = self.seen, {}
         for topic, detail in topics.items():
             for number, p in detail.get("partitions", {}).items():
@@ -360,21 +378,36 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
 
     def close(self) -> None:
         if self.producer is not None:
-            self.producer.flush(CLOSE_TIMEOUT_S)
+            # A broker known lost answers nothing: what is unreported is in doubt at once.
+            self.producer.flush(0 if self.down else CLOSE_TIMEOUT_S)
             # What is still unreported: purged, each reported as in doubt or failed.
             self.producer.purge()
             self.producer.poll(0)
             self.producer = None
         if self.consumer is not None:
             self._final_lag()
-            with contextlib.suppress(KafkaException, RuntimeError):
-                self.consumer.close()
+            self._close_consumer(self.consumer)
             self.consumer = None
         if self.reply_topic is not None and self.admin is not None:
             with contextlib.suppress(Exception):
                 self.admin.delete_topics([self.reply_topic])[self.reply_topic].result(
                     ADMIN_TIMEOUT_S)
             self.reply_topic = None
+
+    def _close_consumer(self, consumer: Any) -> None:
+        """close() commits and leaves the group: two requests, each waiting for a broker that
+        a partition keeps away until it times out. With the broker known down it is given
+        two heartbeats on a thread of its own, then left, so that the worker stops in time
+        (the broker ends the membership at the session timeout anyway)."""
+        def close() -> None:
+            with contextlib.suppress(KafkaException, RuntimeError):
+                consumer.close()
+        if not self.down or not self.o.heartbeat:
+            close()
+            return
+        closing = threading.Thread(target=close, daemon=True, name="kafka-consumer-close")
+        closing.start()
+        closing.join(2 * self.o.heartbeat)
 
     # -- topics
     def declare(self, destination: Destination) -> None:
@@ -405,6 +438,13 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
 
     def send_frame(self, destination: Destination, payload: bytes, seq: int) -> None:
         producer = self.producer
+        if self.down:
+            # librdkafka would queue it for when the broker is back, and it would count as
+            # sent though the connection is known lost: it fails, as a send on any transport
+            # does while it reconnects.
+            producer.poll(0)  # what tells that the broker is back
+            if self.down:
+                raise TransportError(f"not connected: {self.last_error or 'the broker is down'}")
         try:
             producer.produce(destination.name, payload, self.key_of(seq))
         except BufferError:

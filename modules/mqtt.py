@@ -62,6 +62,13 @@ QUEUE_WAIT_S = 10.0
 SHARE_GROUP = "harness"
 WRITE_EVERY = 64  # publishes a driven producer queues before it writes them out
 MISC_EVERY_S = 1.0  # how often a driven producer checks the keep-alive
+# One of many clients of a thread reconnects within this (a TCP connect that waits longer
+# is a network that drops packets) ...
+SHARED_CONNECT_S = 1.0
+# ... and once one attempt has so waited, the thread's next attempts wait this long: each
+# would hold every client of the thread as long (a partition), where against a broker that
+# is back they take a millisecond each.
+_stalled = threading.local()
 RECONNECT_EVERY_S = 0.5
 
 _BASE = Capability.TOPICS | Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
@@ -240,6 +247,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                              protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
                              clean_session=None if self.v5 else self.clean)
         client.on_connect = self._on_connect
+        if not self.reads_in_flush:
+            client.connect_timeout = SHARED_CONNECT_S  # its reconnections (_reconnect)
         if self.confirming:
             client.on_publish = self._on_publish
         client.on_disconnect = self._on_disconnect
@@ -310,14 +319,17 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             self._reconnect(client)
             return
         rc = client.loop_write()
-        while rc == paho.MQTT_ERR_SUCCESS and client.want_write():
-            rc = _turn(client, 0.01)  # the socket is full: wait for room
+        # A producer of its own thread waits for room in a full socket (its sends are
+        # held back as the broker's are); one of many clients on a thread goes on, its
+        # socket written again at the next tend: waiting would hold every other client
+        # (through a partition, until the keep-alive gives up).
+        while rc == paho.MQTT_ERR_SUCCESS and self.reads_in_flush and client.want_write():
+            rc = _turn(client, 0.01)
         if rc == paho.MQTT_ERR_SUCCESS and self.reads_in_flush:
             rc = client.loop_read()  # acknowledgements and ping responses
         now = time.monotonic()
         if rc == paho.MQTT_ERR_SUCCESS and now >= self.next_misc:
-            # One of many clients (multiplexed) is tended every few seconds anyway.
-            self.next_misc = now + (MISC_EVERY_S if self.reads_in_flush else 5 * MISC_EVERY_S)
+            self.next_misc = now + MISC_EVERY_S
             client.loop_misc()
 
     def idle(self, seconds: float) -> None:
@@ -358,11 +370,18 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         now = time.monotonic()
         if now - self.last_attempt < RECONNECT_EVERY_S:
             return
+        shared = not self.reads_in_flush  # one of many clients of this thread
+        if shared and now < getattr(_stalled, "until", 0.0):
+            return
         self.last_attempt = now
         try:
             client.reconnect()
         except (OSError, ValueError):
+            if shared and time.monotonic() - now >= SHARED_CONNECT_S / 2:
+                _stalled.until = time.monotonic() + max(self.settings.options.heartbeat, 1.0)
             return
+        if shared:
+            return  # its CONNACK comes through readable(), as every read of it does
         deadline = now + CONNECT_TIMEOUT_S
         while not self._await_connack(client, 0.05) and time.monotonic() < deadline and \
                 client.socket() is not None:
@@ -399,6 +418,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             # More than the in-flight window allows is waiting: hold the sender back.
             deadline = time.monotonic() + QUEUE_WAIT_S
             while info.rc == paho.MQTT_ERR_QUEUE_SIZE:
+                if not self.connected.is_set():
+                    # Nothing will free the window before a reconnection: waiting would
+                    # hold the thread (every client of it) for nothing.
+                    raise TransportError("not connected, and the in-flight window is full")
                 if time.monotonic() > deadline:
                     raise TransportError("MQTT publish queue full")
                 if self.driven:
@@ -466,6 +489,12 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         if self.driven and client is not None:
             self.flush()
             deadline = time.monotonic() + CLOSE_TIMEOUT_S
+            if not self.reads_in_flush and time.monotonic() - client._last_bytes_received > \
+                    max(self.settings.options.heartbeat, 1.0):
+                # One of many clients, its broker silent past a keep-alive (a partition the
+                # keep-alive has not yet declared): waiting, each client in turn, would hold
+                # the stop many times over; what is unacknowledged is in doubt.
+                deadline = 0.0
             while self.connected.is_set() and time.monotonic() < deadline and (
                     client.want_write() or (self.qos and self.last_publish is not None and
                     not self.last_publish.is_published())):

@@ -49,6 +49,7 @@ import re
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -252,6 +253,14 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         self.kick: asyncio.Future[None] | None = None
         self.turn_for = 0.0
         self.failure: Exception | None = None
+        # The liveness check (_watch): its next run, and when the server was last heard
+        self.watcher: asyncio.TimerHandle | None = None
+        self.heard: float | None = None
+        self.progress = 0
+        # A core publisher's last send, the last written before the latest PING, and the
+        # last the server has surely read (its PONG to a PING written after it came back)
+        self.last_seq = self.seq_pinged = self.seq_heard = -1
+        self.down = False  # lost, and nats-py reconnecting
 
     # -- the loop, turned on this thread
     def _run(self, coro: Any, what: str) -> Any:
@@ -488,12 +497,58 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
                 allow_reconnect=True, max_reconnect_attempts=-1,
                 reconnect_time_wait=RECONNECT_WAIT_S, error_cb=self._error,
                 disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
-                closed_cb=self._closed, **_pings(o.heartbeat)))
+                closed_cb=self._closed))
         except (nats.errors.Error, OSError, TimeoutError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
         self.connected = True
+        if o.heartbeat:
+            if self.watcher is not None:
+                self.watcher.cancel()
+            self.heard = None
+            self.watcher = self.loop.call_later(o.heartbeat, self._watch)
         if o.jetstream:
             self.js = self.nc.jetstream(publish_async_max_pending=o.inflight + 1)
+
+    def _watch(self) -> None:
+        """The liveness check (--heartbeat): a PING every heartbeat, the connection stale when
+        nothing came back for two. Written straight to the socket: nats-py's own pings go
+        through its flusher, which a partition blocks for ever once the socket's buffer is
+        full (a producer's), and its ping task with it."""
+        nc, heartbeat = self.nc, self.o.heartbeat
+        if nc is None or self.closing or self.loop.is_closed():
+            return
+        self.watcher = self.loop.call_later(heartbeat, self._watch)
+        if not nc.is_connected or nc._transport is None:
+            self.heard = None  # reconnecting: nats-py times its attempts
+            return
+        now = time.monotonic()
+        progress = nc._pongs_received + nc.stats["in_msgs"]
+        if self.heard is None or progress != self.progress:
+            self.progress, self.heard = progress, now
+            self.seq_heard = self.seq_pinged
+        elif now - self.heard > 2 * heartbeat:
+            self.heard = None
+            self._unheard()
+            # Aborted, not closed: nats-py's reconnection first waits for the socket to close,
+            # which a close does only once what is buffered is written, never in a partition.
+            writer = getattr(nc._transport, "_io_writer", None)
+            if writer is not None:
+                writer.transport.abort()
+            self.loop.create_task(nc._process_op_err(nats.errors.StaleConnectionError()))
+            return
+        self.seq_pinged = self.last_seq
+        nc._pongs.append(self.loop.create_future())
+        nc._transport.write(b"PING\r\n")
+
+    def _unheard(self) -> None:
+        """A core publisher's sends written since the server last proved it had read
+        them: a connection found dead may have taken them or not, so they are in doubt,
+        never quietly sent (nothing acknowledges a core publish)."""
+        if self.js is None and self.settings.sends_only and self.last_seq > self.seq_heard:
+            reason = "written to a connection then found dead (no PONG): read or not"
+            self.feedback.doubt.extend((seq, reason) for seq in
+                                       range(self.seq_heard + 1, self.last_seq + 1))
+        self.seq_heard = self.seq_pinged = self.last_seq
 
     async def _first_connect(self, url: str, **options: Any) -> Any:
         """One connection attempt, as every transport makes (--connect-retry makes more):
@@ -531,12 +586,17 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
                                 "or the server cut off a consumer that read too slowly: its "
                                 "log says which)")
             self.outages.went_down()
+        if not self.closing:
+            self.down = True
+            if self.o.heartbeat:
+                self._unheard()
         # A publish whose acknowledgement was due on the lost connection never gets it: in
         # doubt (the server may have stored it), a failed send now rather than at the timeout.
         for future, _, _ in self.pending:
             future.cancel()
 
     async def _reconnected(self) -> None:
+        self.down = False
         self.outages.came_up()
 
     async def _closed(self) -> None:
@@ -544,6 +604,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             self.connected = False  # nats-py gave up: the next call connects again
 
     def _reopen(self) -> None:
+        self.down = False
         self.nc = self.js = self.sub = self.pull = None
         self.streams.clear()
         self.send_stream = None
@@ -591,8 +652,17 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
 
     def send_frame(self, destination: Destination, payload: bytes, seq: int, reply: str = "",
                    headers: dict[str, str] | None = None) -> None:
-        if not self.connected:
-            self._check()
+        if not self.connected or self.down:
+            if self.down:
+                self.loop.turn(once=True)  # nats-py's reconnection goes on in the loop
+            if self.down:
+                # nats-py would hold it for a reconnection that may never come, and it would
+                # count as sent: it fails, as a send on any transport does while it
+                # reconnects.
+                raise TransportError("not connected: the connection was lost (reconnecting)")
+            if not self.connected:
+                self._check()
+        self.last_seq = seq
         js = self.js
         # The first sends since a write, as a paced producer's are even in a burst; an
         # unthrottled producer's others are queued (with its share of a turn a queued send
@@ -855,6 +925,16 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(asyncio.wait_for(nc.close(), CLOSE_TIMEOUT_S))
         finally:
+            if self.watcher is not None:
+                self.watcher.cancel()
+            # What a close that found the server silent left waiting (nats-py's reader, a
+            # subscription's task), ended here: a task pending at the loop's close is a
+            # traceback on stderr.
+            tasks = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+            for task in tasks:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             self.connected = False
             for future, seq, _ in self.pending:
                 if not future.done():
@@ -921,9 +1001,3 @@ def _reason(exc: BaseException | None) -> str:
         return os.strerror(exc.errno)  # asyncio's own words name only the address
     text = str(exc).removeprefix("nats: ")
     return text or type(exc).__name__
-
-
-def _pings(heartbeat: float) -> dict[str, Any]:
-    """nats-py's liveness check: a PING every heartbeat, the connection lost after two go
-    unanswered; 0: its own default (every two minutes)."""
-    return {"ping_interval": heartbeat, "max_outstanding_pings": 2} if heartbeat else {}

@@ -45,7 +45,7 @@ from harness.modules.interface.optional import (
     TemporaryQueues,
     Transactions,
 )
-from harness.modules.interface.options import option
+from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.gauge import Gauge
 from harness.modules.kit.inline import InlineFrames
@@ -79,6 +79,7 @@ class RedisOptions:
                                "(XAUTOCLAIM); 0 = never.", low=0, side="receive")
     database: int = option(0, "Redis database number.", scope="connection", low=0)
     prefetch: int = option(0, "", scope="connection", low=0, side="receive")
+    heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
 
 
 def is_pattern(name: str) -> bool:
@@ -143,6 +144,10 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
         self.gauge: Gauge | None = None
         self.last_claim = time.monotonic()
         self.reply_key: str | None = None
+        # The liveness check (--heartbeat): an answer not come in two heartbeats is a lost
+        # connection; a subscription's PINGs (redis-py's health checks) unanswered since
+        self.timeout = max(2 * o.heartbeat, 2.0) if o.heartbeat else SOCKET_TIMEOUT_S
+        self.pinged_since: float | None = None
         # A Responder's replies go to reply streams nobody trims otherwise.
         maxlen = REPLY_MAXLEN if self.settings.replies else o.maxlen
         self.trim = (b"MAXLEN", b"~", maxlen) if maxlen else ()  # XADD's arguments
@@ -154,7 +159,8 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
         client = redis.Redis(
             host=host, port=port, db=self.o.database, username=s.user, password=s.password,
             ssl=s.tls, ssl_ca_certs=s.ca, ssl_certfile=s.cert, ssl_keyfile=s.key,
-            socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S,
+            socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
+            health_check_interval=self.o.heartbeat,
             # The harness reconnects itself, so that each outage is seen and counted.
             retry=Retry(NoBackoff(), 0), client_name=self.settings.connection_id(stable=False))
         try:
@@ -259,7 +265,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                 else:
                     self.pubsub.subscribe(name)
                 # The subscription counts once the server confirms it, as on every broker.
-                while self.pubsub.get_message(timeout=SOCKET_TIMEOUT_S) is not None:
+                while self.pubsub.get_message(timeout=self.timeout) is not None:
                     pass
             elif self.settings.competes:
                 try:
@@ -332,11 +338,10 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
     def _pubsub_message(self, timeout: float) -> Message | None:
         try:
             raw = self.pubsub.get_message(timeout=timeout)
-            if self.frames is not None:
+            if self.frames is not None and raw is not None:
                 # One a receive, as a Message would be: a read that finds nothing more would
                 # cost a poll of the socket.
-                if raw is not None:
-                    self.frames(raw["data"])
+                self.frames(raw["data"])
                 return None
         except ERRORS as exc:
             # The server closed the subscription: a subscriber that fell behind past its
@@ -345,8 +350,23 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                                 f"({_reason(exc)}); messages published meanwhile are lost")
             raise self._lost(exc) from None
         if raw is None:
+            if self.o.heartbeat:
+                self._answering()
             return None
         return unframe(raw["data"])
+
+    def _answering(self) -> None:
+        """A subscription hears nothing of a partition: redis-py's health check PINGs it
+        after each heartbeat of silence, and one unanswered for two is a lost connection."""
+        if not self.pubsub.health_check_response_counter:
+            self.pinged_since = None
+            return
+        now = time.monotonic()
+        if self.pinged_since is None:
+            self.pinged_since = now
+        elif now - self.pinged_since > 2 * self.o.heartbeat:
+            self.pinged_since = None
+            raise self._lost(TimeoutError(f"no answer to a PING in {2 * self.o.heartbeat:g} s"))
 
     def _read(self, timeout: float) -> None:
         name = self.subscription.name if self.subscription is not None else ""

@@ -23,6 +23,7 @@ import itertools
 import logging
 import socket
 import ssl
+import struct
 import threading
 import time
 import uuid
@@ -34,7 +35,7 @@ import stomp.exception
 from harness.modules.interface.base import COMMIT_IN_DOUBT, ROLLED_BACK, Capability, TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
 from harness.modules.interface.optional import Acknowledgements, TemporaryQueues, Transactions
-from harness.modules.interface.options import HEARTBEAT_HELP, HEARTBEAT_S, option
+from harness.modules.interface.options import HEARTBEAT_HELP, HEARTBEAT_S, connect_timeout, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
 
@@ -45,7 +46,6 @@ DEFAULT_PORT = 61613
 RECEIPT_TIMEOUT_S = 10.0
 # A CONNECT the broker has not answered by then fails (a partition accepts the connection
 # and answers nothing; stomp.py would wait for ever).
-CONNECT_TIMEOUT_S = 10.0
 RECONNECT_EVERY_S = 0.5
 ACK_MODES = ("auto", "client", "client-individual")
 
@@ -172,7 +172,8 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         connection_type = stomp.Connection11 if s.protocol == "1.1" else stomp.Connection12
         # Without content-length a JMS broker delivers a frame as a TextMessage.
         conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.options.vhost,
-                               auto_decode=False, reconnect_attempts_max=1, timeout=5,
+                               auto_decode=False, reconnect_attempts_max=1,
+                               timeout=connect_timeout(s.options.heartbeat),
                                auto_content_length=s.body_type != "text")
         if s.tls:
             conn.set_ssl(for_hosts=[(host, port)], key_file=s.key, cert_file=s.cert,
@@ -182,12 +183,12 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         self.answered.clear()
         try:
             conn.connect(s.user, s.password, wait=False, headers=headers)
-            if not self.answered.wait(CONNECT_TIMEOUT_S):
+            if not self.answered.wait(connect_timeout(s.options.heartbeat)):
                 with contextlib.suppress(Exception):
                     conn.transport.running = False
                     conn.transport.disconnect_socket()
                 raise TransportError(f"cannot connect to {host}:{port}: no answer to CONNECT "
-                                     f"within {CONNECT_TIMEOUT_S:g} s")
+                                     f"within {connect_timeout(s.options.heartbeat):g} s")
         except stomp.exception.ConnectFailedException:
             detail = self.broker_errors.pop() if self.broker_errors else \
                 "refused or unreachable"
@@ -204,6 +205,13 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         sock = getattr(conn.transport, "socket", None)
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if s.options.heartbeat:
+                # A send into a partition blocks once the socket's buffer is full, holding
+                # stomp.py's lock, and with it the heart-beat thread that would find the
+                # partition: a send waits two heart-beats at most, then fails.
+                limit = 2 * s.options.heartbeat
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack(
+                    "ll", int(limit), int(limit % 1 * 1e6)))
         self.conn = conn
         self.connected = True
 
@@ -218,8 +226,11 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             raise TransportError("not connected")
         self._last_attempt = now
         if self.conn is not None:
+            # Closed, not disconnected: a DISCONNECT would wait for an answer the lost
+            # connection never brings.
             with contextlib.suppress(Exception):
-                self.conn.disconnect()
+                self.conn.transport.running = False
+                self.conn.transport.disconnect_socket()
         self.transaction = None
         self.open()
         if self.subscription is not None and not self._auto_subscribed(self.subscription[0]):

@@ -48,6 +48,9 @@ BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chrom
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {
+    # every subcommand on every kind of bad file: sixty commands, a second each
+    "test_every_command_refuses_a_bad_file_in_one_line",
+    "test_every_reader_of_runs_refuses_a_bad_run_directory_in_one_line",
     # eighteen profiles checked one after another: the whole suite's, not the quick tier's
     "test_check_prints_the_plan_of_every_shipped_profile_and_connects_to_nothing",
     "test_randomized_payloads_and_a_backlog_run_as_omb_means_them",
@@ -286,15 +289,15 @@ def free_port() -> int:
     raise AssertionError("no free port between 10000 and 32000")
 
 
-def wait_for_port(port: int, seconds: float = 10) -> None:
+def wait_for_port(port: int, seconds: float = 10, host: str = "127.0.0.1") -> None:
     deadline = time.time() + seconds
     while time.time() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            socket.create_connection((host, port), timeout=0.2).close()
             return
         except OSError:
             time.sleep(0.05)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port} after {seconds:g} s")
+    raise AssertionError(f"nothing listens on {host}:{port} after {seconds:g} s")
 
 
 def make_certificates(folder: Path) -> None:

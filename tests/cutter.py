@@ -1,9 +1,8 @@
 """A TCP proxy that cuts connections without the server dying: the harness connects to the
 proxy, the proxy to a broker; `cut()` resets every connection it carries and refuses new ones
-for a while; `stall()` is a partition: nothing moves either way and nothing is closed, as
-when a network drops packets, until `heal()`. The broker behind it never notices more than
-clients that went away, so fault cases can use the shared brokers without disturbing
-anything else on them."""
+for a while. The broker behind it never notices more than clients that went away, so fault
+cases can use the shared brokers without disturbing anything else on them. (A partition,
+which closes nothing, is made by the kernel instead: tests/network.py.)"""
 
 from __future__ import annotations
 
@@ -33,8 +32,6 @@ class Cutter:
         self.cuts = 0
         self._up = threading.Event()
         self._up.set()
-        self._flowing = threading.Event()  # cleared: a partition
-        self._flowing.set()
         self._closed = False
         threading.Thread(target=self._serve, daemon=True, name="cutter").start()
 
@@ -62,14 +59,6 @@ class Cutter:
             self._listener = self._listen(self.port)
             self._up.set()
 
-    def stall(self) -> None:
-        """A partition from now: no byte passes either way, no connection is closed, and a
-        new connection is accepted (the kernel completes it) but reaches nothing."""
-        self._flowing.clear()
-
-    def heal(self) -> None:
-        self._flowing.set()
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -89,14 +78,9 @@ class Cutter:
                 client, _ = listener.accept()
             except OSError:  # closed by cut() or close()
                 continue
-            if not self._flowing.is_set():
-                threading.Thread(target=self._connect, args=(listener, client),
-                                 daemon=True).start()
-                continue
             self._connect(listener, client)
 
     def _connect(self, listener: socket.socket, client: socket.socket) -> None:
-        self._flowing.wait()
         try:
             server = socket.create_connection(self.target, timeout=5)
             server.settimeout(None)
@@ -125,7 +109,6 @@ class Cutter:
                 else:
                     raise OSError
             while data := src.recv(65536):
-                self._flowing.wait()  # a partition holds what was read, and reads no more
                 if self.log is not None:
                     with self._lock:
                         self.log.append((number, upstream, data))

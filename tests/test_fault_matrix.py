@@ -1,10 +1,16 @@
 """The fault matrix: every transport, and each role pair that runs against its server,
-through two faults.
+through three faults.
 
 - A crash: the server SIGKILLed mid-run and started again on the same ports and data. Each
   server is a private one (tests/servers.py), never a shared broker.
 - A cut: every connection reset and new ones refused for a while, the server alive (a proxy,
   tests/cutter.py, in front of the shared brokers, which see only clients that went away).
+- A partition: each run in a network namespace of its own (tests/network.py), its link to the
+  private server taken down, so that packets are dropped and nothing is closed; for a few
+  seconds, then healed, and for good. Healed, the run is back at its rate with the partition
+  visible as an outage or a delay; never healed, the liveness check (--heartbeat) finds the
+  connection dead, the outage is counted, nothing is counted sent after it, and the run ends
+  in its time.
 
 Either way the run ends normally (exit 0), every producer sends again after the fault until
 the end, the outage is counted (reconnects, time down) in the interval lines and the summary,
@@ -16,10 +22,13 @@ destination (and, for cuts, its own proxy)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +36,7 @@ from typing import Any
 
 from tests.conftest import env, harness_command, only_run_dir, read_jsonl
 from tests.cutter import Cutter
+from tests.network import Island, ServerAddress
 from tests.servers import ActiveMQ, Mosquitto, Nats, Nginx, Private, RabbitMQ, Redis, Tansu
 
 RATE = 200  # each producer's messages a second
@@ -51,14 +61,14 @@ class Case:
     def role(self) -> str:
         return self.producer.split()[1]
 
-    def args(self, port: int) -> list[str]:
+    def args(self, port: int, host: str = "127.0.0.1") -> list[str]:
         if self.protocol == "http":
             destination = "/"
         elif "--jetstream" in self.producer:
             destination = f"fault{uuid.uuid4().hex[:10]}"  # a stream's name: no dots
         else:
             destination = f"fault.{uuid.uuid4().hex[:10]}"
-        at = f"-d {destination} --port {port}"
+        at = f"-d {destination} --host {host} --port {port}"
         pace = f"--clients {self.clients} --rate {self.rate}" if self.clients else \
             f"-rt {self.rate}"
         out = [*f"{self.producer} {at} {pace}".split()]
@@ -84,10 +94,12 @@ STOMP_AMQ_TX = ("-m stomp.Sender -pp -tx -cc 10 --flavour activemq", STOMP_AMQ[1
 JETSTREAM = ("-m nats.Sender --jetstream", "-m nats.Receiver --jetstream --ack client")
 
 
-def run_case(case: Case, port: int, out: Path, run_s: int) -> subprocess.Popen[str]:
+def run_case(case: Case, port: int, out: Path, run_s: int, host: str = "127.0.0.1",
+             prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    """The case's run; prefix: what starts it elsewhere (on a host of its own)."""
     return subprocess.Popen(
-        harness_command("run", *case.args(port), "-rl", str(run_s), "-ss", "1", "--drain",
-                        "10", "-o", str(out)),
+        [*prefix, *harness_command("run", *case.args(port, host), "-rl", str(run_s), "-ss", "1",
+                                   "--drain", "10", "-o", str(out))],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=out.parent)
 
 
@@ -102,6 +114,18 @@ def wait_running(out: Path, proc: subprocess.Popen[str], seconds: float = 90) ->
             return
         time.sleep(0.1)
     raise AssertionError(f"the run did not start within {seconds} s")
+
+
+def wait_received(out: Path, proc: subprocess.Popen[str], seconds: float = 30) -> None:
+    """Until the run's consumers have received (a Kafka consumer group forms in seconds):
+    a partition before that would find no consumer to cut off."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        for path in out.glob("*/intervals.jsonl"):
+            # Read as it is written: by line, a line not yet whole left for the next look.
+            if re.search(r'"type":"counters".*"received":[1-9]', path.read_text()):
+                return
+        time.sleep(0.2)
 
 
 def sent_per_interval(run_dir: Path, group: str) -> list[int]:
@@ -126,8 +150,11 @@ def outcome(case: Case, proc: subprocess.Popen[str], out: Path) -> dict[str, Any
     producer = case.role.split(".")[1].lower()
     delivery = summary.get("delivery", [])
     sent = sent_per_interval(run_dir, producer)
+    measured = min((r["start"] for r in read_jsonl(run_dir / "intervals.jsonl")
+                    if r["type"] == "counters" and r["phase"] == "measure"), default=0.0)
     # The first three intervals are before the fault, the last three after it.
-    row.update(summary=summary, producer=summary["groups"][producer],
+    row.update(summary=summary, producer=summary["groups"][producer], measured=measured,
+               run_dir=run_dir,
                before=sum(sent[:3]), after=sum(sent[-3:]), last=sent[-3:],
                lost=sum(g["lost"] for g in summary["groups"].values()),
                **{key: sum(d[key] for d in delivery)
@@ -174,21 +201,35 @@ def problems(row: dict[str, Any]) -> list[str]:
     return out
 
 
-def check(fault: str, rows: list[dict[str, Any]]) -> None:
-    """Print the matrix's rows (pytest -s shows them) and fail with every broken case."""
-    print("\n| transport | role | fault | exit | sent in the last 3 s | reconnects | "
-          "outage ms | lost | in doubt |\n| --- | --- | --- | --- | --- | --- | --- | --- "
-          "| --- |")
+def check(rows: list[dict[str, Any]], columns: list[str],
+          cells: Callable[[dict[str, Any]], list[Any]],
+          judge: Callable[[dict[str, Any]], list[str]],
+          name: Callable[[dict[str, Any]], str] = lambda row: row["case"].name) -> None:
+    """Print the matrix's rows as a table (pytest -s shows it) and fail with every broken
+    case, each with what its run printed."""
+    print("\n| " + " | ".join(columns) + " |\n|" + " --- |" * len(columns))
     for row in rows:
-        p = row.get("producer", {})
-        print(f"| {row['case'].name} | {row['case'].role} | {fault} | {row['code']} | "
-              f"{row.get('after', '')} | {p.get('reconnects', '')} | {p.get('outage_ms', '')} "
-              f"| {row.get('lost', '')} | {p.get('in_doubt', '')} |")
-    failed = {row["case"].name: broken for row in rows if (broken := problems(row))}
+        print("| " + " | ".join(str(cell) for cell in cells(row)) + " |")
+    failed = {name(row): broken for row in rows if (broken := judge(row))}
     for row in rows:
-        if row["case"].name in failed:
-            print(f"\n{row['case'].name}: exit {row['code']}\n{row['stdout'][-6000:]}")
+        if name(row) in failed:
+            print(f"\n{name(row)}: exit {row['code']}\n{row['stdout'][-6000:]}")
+    for case, broken in failed.items():
+        print(f"FAILED {case}: {'; '.join(broken)}")
     assert not failed, failed
+
+
+def fault_cells(fault: str) -> Callable[[dict[str, Any]], list[Any]]:
+    def cells(row: dict[str, Any]) -> list[Any]:
+        p = row.get("producer", {})
+        return [row["case"].name, row["case"].role, fault, row["code"], row.get("after", ""),
+                p.get("reconnects", ""), p.get("outage_ms", ""), row.get("lost", ""),
+                p.get("in_doubt", "")]
+    return cells
+
+
+FAULT_COLUMNS = ["transport", "role", "fault", "exit", "sent in the last 3 s", "reconnects",
+                 "outage ms", "lost", "in doubt"]
 
 
 # -- the crash: private servers ----------------------------------------------------------------
@@ -280,7 +321,7 @@ def test_every_transport_rides_out_a_crash_of_its_server(tmp_path: Path, brokers
         with ThreadPoolExecutor(len(wave)) as pool:
             groups = list(pool.map(lambda crash: through_a_crash(tmp_path, *crash), wave))
         rows += [row for made in groups for row in made]
-    check("crash", rows)
+    check(rows, FAULT_COLUMNS, fault_cells("crash"), problems)
 
 
 # -- the cut: the shared brokers behind a proxy ------------------------------------------------
@@ -343,4 +384,157 @@ def test_every_transport_rides_out_a_cut_connection(tmp_path: Path, brokers: Any
     # receipts past what the run's last seconds measure.
     with ThreadPoolExecutor(9) as pool:
         rows = list(pool.map(lambda case: through_a_cut(tmp_path, case), CUTS))
-    check("cut", rows)
+    check(rows, FAULT_COLUMNS, fault_cells("cut"), problems)
+
+
+# -- the partition: each run on a host of its own, its link taken down ------------------------
+
+PARTITION_RUN_S = 24
+# Sends nothing acknowledges, for which "sent" means written to the connection (STOMP
+# without receipts): those written after the partition and before the liveness check found
+# it are counted sent. (NATS core publishes are in doubt from the last PONG instead.)
+UNACKNOWLEDGED = {"stomp topics on ActiveMQ"}
+HEAL_AFTER_S = 4  # a transient partition: shorter than the liveness check takes to notice
+HEARTBEAT_S = 3.0  # the transports' default --heartbeat
+# Servers whose cases run at once: about a dozen runs, two processes each, on two cores.
+PARTITION_WAVES = [("nats-server",), ("redis-server", "mosquitto", "nginx", "tansu"),
+                   ("rabbitmq-server",), ("activemq",)]
+
+
+def partition_problems(row: dict[str, Any], healed: bool, took: float) -> list[str]:
+    """What broke the partition contract in one run, empty if nothing."""
+    case: Case = row["case"]
+    if row["code"] != 0 or "producer" not in row:
+        return [f"exit {row['code']}: {row['stdout'][-400:]}"]
+    out = []
+    groups = row["summary"]["groups"]
+    producer = row["producer"]
+    for sign in ("Traceback", "Task was destroyed", "did not stop"):
+        if sign in row["stdout"]:
+            out.append(f"{sign!r} in the output")
+    if healed:
+        # Back at its rate, and the partition visible: as an outage where the liveness check
+        # noticed it, as a delay of its length otherwise.
+        if row["after"] < 0.5 * min(3 * case.rate, row["before"]):
+            out.append(f"sent {row['last']} in the last 3 s, {row['before']} in the first 3")
+        delays = [(g.get("latency") or {}).get("max") or 0 for g in groups.values()]
+        if not any(g["outage_ms"] for g in groups.values()) and \
+                max(delays) < (HEAL_AFTER_S - 1) * 1e6:
+            out.append(f"the partition is not visible: no outage, latency maxima {delays}")
+        if case.durable and (row["missing"] or row["lost"] or row["unexpected"]):
+            out.append(f"missing {row['missing']}, lost {row['lost']}, unexpected "
+                       f"{row['unexpected']}")
+        return out
+    # Never healed: found down by the liveness check, the run over in its length, the drain
+    # and a few heartbeats (start-up aside).
+    if took > PARTITION_RUN_S + 10 + 4 * HEARTBEAT_S + 30:
+        out.append(f"the run took {took:.0f} s")
+    for name, group in groups.items():
+        # Found within five heartbeats (Kafka's takes the longest: a request's timeout, then
+        # a connection attempt's).
+        if group["outage_ms"] < 1000 * (PARTITION_RUN_S - 5 - 5 * HEARTBEAT_S):
+            out.append(f"{name}: outage {group['outage_ms']} ms, reconnects "
+                       f"{group['reconnects']}")
+    role = case.role.split(".")[1]
+    if role in ("Sender", "Publisher") and case.name not in UNACKNOWLEDGED:
+        # Nothing counted sent once the connection went silent: what is left sent, neither
+        # in doubt nor refused, was sent before the partition. By the clock, not by
+        # interval: a thread held in a call counts its sends when it comes back.
+        kept = producer["sent"] - producer["in_doubt"] - producer["refused"]
+        most = case.rate * (row["parted"] - row["measured"] + 1)
+        if kept > most:
+            out.append(f"{kept} sends neither in doubt nor refused, {most:.0f} made before the "
+                       "partition")
+        # ... and what the broker took reached the consumer, but for what was on its way to
+        # it at the partition (a few seconds' worth under the matrix's load).
+        received = sum(g["received"] for name, g in groups.items()
+                       if name != role.lower())
+        if kept - received > 3 * case.rate:
+            out.append(f"{kept} sends kept, {received} received")
+    return out
+
+
+def found_down(row: dict[str, Any]) -> str:
+    """Seconds from the partition to the first interval whose groups count the outage."""
+    if "run_dir" not in row:
+        return ""
+    starts = [r["start"] + r["length"] for r in read_jsonl(row["run_dir"] / "intervals.jsonl")
+              if r["type"] == "counters" and r.get("outage_ms")
+              and r["start"] + r["length"] > row["parted"]]
+    return f"{min(starts) - row['parted']:.0f}" if starts else "never"
+
+
+def through_partitions(tmp_path: Path, address: ServerAddress, server_class: type[Private],
+                       cases: list[Case]) -> list[dict[str, Any]]:
+    """One private server, each case run twice side by side, each run on a host of its own:
+    one partitioned for a few seconds, one for good."""
+    # At half the rate of the other faults: twice the runs at once. A JetStream delivery
+    # lost with its connection comes again after the consumer's ack wait (30 s by default):
+    # within the drain here.
+    cases = [dataclasses.replace(case, rate=case.rate // 2, consumer=case.consumer + (
+        " --ack-wait 5" if "--jetstream" in case.consumer else "")) for case in cases]
+    server = server_class(tmp_path / f"{server_class.name}-partition", host=address.host)
+    islands: list[Island] = []
+    procs: list[tuple[Case, bool, Island, subprocess.Popen[str], Path, float]] = []
+    try:
+        server.start()
+        for case in cases:
+            for healed in (True, False):
+                island = Island()
+                islands.append(island)
+                out = tmp_path / f"{server.name}-{len(procs)}-{'healed' if healed else 'cut'}"
+                proc = run_case(case, server.ports[case.protocol], out, PARTITION_RUN_S,
+                                address.host, tuple(island.prefix()))
+                procs.append((case, healed, island, proc, out, time.monotonic()))
+        try:
+            for case, _, _, proc, out, _ in procs:
+                wait_running(out, proc)
+                if case.consumer:
+                    wait_received(out, proc)
+            time.sleep(KILL_AT_S - 1)
+            for island in islands:
+                island.partition()
+            parted = time.time()
+            time.sleep(HEAL_AFTER_S)
+            for _, healed, island, _, _, _ in procs:
+                if healed:
+                    island.heal()
+        except BaseException:
+            for *_, proc, _, _ in procs:
+                proc.kill()
+            raise
+        rows = []
+        for case, healed, _, proc, out, began in procs:
+            row = outcome(case, proc, out)
+            row.update(healed=healed, took=time.monotonic() - began, parted=parted)
+            rows.append(row)
+        return rows
+    finally:
+        server.stop()
+        for island in islands:
+            island.close()
+
+
+def test_every_transport_rides_out_a_partition(tmp_path: Path, brokers: Any) -> None:
+    address = ServerAddress()
+    rows: list[dict[str, Any]] = []
+    try:
+        for names in PARTITION_WAVES:
+            wave = [crash for crash in CRASHES if crash[0].name in names]
+            with ThreadPoolExecutor(len(wave)) as pool:
+                made = list(pool.map(
+                    lambda crash: through_partitions(tmp_path, address, *crash), wave))
+            rows += [row for rows_ in made for row in rows_]
+    finally:
+        address.close()
+    def cells(row: dict[str, Any]) -> list[Any]:
+        p = row.get("producer", {})
+        return [row["case"].name, row["case"].role,
+                "healed" if row["healed"] else "never healed", row["code"],
+                row.get("last", ""), p.get("outage_ms", ""), p.get("in_doubt", ""),
+                found_down(row), f"{row['took']:.0f}"]
+
+    check(rows, ["transport", "role", "partition", "exit", "sent in the last 3 s",
+                 "outage ms", "in doubt", "found down after s", "took s"], cells,
+          lambda row: partition_problems(row, row["healed"], row["took"]),
+          lambda row: f"{row['case'].name} ({'healed' if row['healed'] else 'never healed'})")

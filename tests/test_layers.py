@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Lowest first. A module may import from its own layer and every layer before it.
 LAYERS = [
-    ("harness", "harness.errors", "harness.clock", "harness.units"),
+    ("harness", "harness.errors", "harness.clock", "harness.units", "harness.textfiles"),
     # modules/: the interface a transport implements, the kit it may use, the drivers
     ("harness.modules.interface",),
     ("harness.modules.kit",),

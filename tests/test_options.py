@@ -51,7 +51,7 @@ def test_each_transport_declares_its_own_options_in_its_file() -> None:
     owners = {o.key: o.transports for o in table().values() if o.transports}
     assert owners["qos"] == ("mqtt",) and owners["exchange"] == ("amqp",)
     # declared alike by several transports: one flag for all of them
-    assert owners["heartbeat"] == ("stomp", "mqtt", "amqp", "nats")
+    assert owners["heartbeat"] == ("stomp", "mqtt", "amqp", "amqp10", "nats", "redis", "kafka")
     assert owners["prefetch"] == ("stomp", "amqp", "amqp10", "nats", "redis")
     assert owners["inflight"] == ("mqtt", "nats")
     assert owners["requeue"] == ("amqp", "amqp10")

@@ -278,6 +278,8 @@ CASES = [
     Wire("amqp10.Sender", "--tls", TLS),
     # the attach of a sender: snd-settle-mode settled (1)
     Wire("amqp10.Sender", "--settle at-most-once", rb"\x00\x53\x12.{4,80}?\x50\x01"),
+    # Proton advertises half its idle timeout (twice --heartbeat): 4711 ms, a uint in Open.
+    Wire("amqp10.Sender", "--heartbeat 4.711", rb"\x00\x53\x10.{4,200}?\x70\x00\x00\x12\x67"),
     Wire("amqp10.Receiver", "--prefetch 47", rb"\x00\x53\x13.{4,80}?\x52\x2f"),
     Wire("amqp10.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
     # NATS and JetStream
@@ -306,6 +308,8 @@ CASES = [
     Wire("redis.Publisher", "--client-id client4711", rb"SETNAME\r\n\$\d+\r\nclient4711"),
     Wire("redis.Publisher", "--user user4711 --password pw", rb"AUTH\r\n\$8\r\nuser4711"),
     Wire("redis.Publisher", "--tls", TLS),
+    # An idle subscription PINGs after each --heartbeat: a 0.2 s one many times in a run.
+    Wire("redis.Subscriber", "--heartbeat 0.2", rb"(?s)(PING.{1,40}?redis-py-health-check.*){4}"),
     Wire("redis.Publisher", "--database 3", rb"SELECT\r\n\$1\r\n3\r\n"),
     Wire("redis.Publisher", "--streams", rb"XADD"),
     Wire("redis.Sender", "--maxlen 4711", rb"MAXLEN\r\n(\$1\r\n~\r\n)?\$4\r\n4711", "--streams"),
@@ -323,6 +327,8 @@ CASES = [
     Wire("kafka.Sender", "-co corr4711", rb"corr4711"),
     Wire("kafka.Sender", "-tx", kafka(26)),  # EndTxn
     Wire("kafka.Sender", "--client-id client4711", kafka(0, rb"client4711")),
+    # A produce request's timeout is two heartbeats: acks -1, then 9422 ms.
+    Wire("kafka.Sender", "--heartbeat 4.711", kafka(0, rb"\xff\xff\x00\x00\x24\xce")),
     Wire("kafka.Sender", "--user user4711 --password pw", kafka(17, rb"PLAIN")),
     Wire("kafka.Sender", "--tls", TLS),
     # the transactional id (null), acks, the request's timeout (30 s)

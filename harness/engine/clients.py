@@ -35,7 +35,7 @@ from harness.modules.interface.optional import ClientLoop, FramedSends, Multiple
 
 # Each client's connection is tended (written out, kept alive, reconnected) at least this
 # often, a slice of the clients at a time.
-TEND_EVERY_NS = 5_000_000_000
+TEND_EVERY_NS = 1_000_000_000
 TEND_SLICES = 10
 # A client whose connection attempt failed tries again after this long.
 RETRY_NS = 1_000_000_000

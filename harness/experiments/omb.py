@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.spec.options import table
+from harness.textfiles import load_yaml, read_text
 
 # Every key of OMB's Workload, with its default there. The value of a key whose default is
 # None must be given.
@@ -77,9 +78,7 @@ def read_workload(source: Any, base: Path) -> tuple[dict[str, Any], Path | None]
     if not path.is_absolute():
         path = base / path
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise WorkloadError("omb", f"cannot read {path}: {exc.strerror}") from None
+        data = load_yaml(read_text(path, "omb"), f"omb ({path})")
     except yaml.YAMLError as exc:
         raise WorkloadError("omb", f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):

@@ -29,6 +29,7 @@ from harness.spec.group import GroupSpec, group_spec, validate_group
 from harness.spec.options import by_flag, in_scope, table
 from harness.spec.run import RunSpec, run_spec, validate_run
 from harness.stats.slo import thresholds
+from harness.textfiles import load_yaml, read_text
 from harness.units import parse_size
 
 PathKey = tuple[str | int, ...]
@@ -165,7 +166,7 @@ class _Checker:
 
     def keys(self, mapping: Any, path: PathKey, allowed: tuple[str, ...] | list[str]) -> bool:
         if not isinstance(mapping, dict):
-            self.add(path, f"must be a mapping of {', '.join(allowed[:6])} ...")
+            self.add(path, f"must be a mapping of {', '.join(map(str, allowed[:6]))} ...")
             return False
         for key in mapping:
             if key not in allowed:
@@ -365,15 +366,44 @@ class _Builder:
         return spec
 
 
+# What each top-level section is, where it is given (null: as if not given).
+SHAPES: dict[str, tuple[type, ...]] = {
+    "name": (str, int, float), "description": (str,), "vars": (dict,), "connections": (dict,),
+    "defaults": (dict,), "groups": (list,), "run": (dict,), "sweep": (dict,),
+    "search": (dict,), "settle": (dict,), "results": (dict,), "scenario": (dict,),
+    "cluster": (dict,), "slo": (str, list), "omb": (str, dict)}
+SHAPE_NAMES = {str: "text", int: "a number", float: "a number", dict: "a mapping",
+               list: "a list"}
+
+
+def _check_shapes(data: dict[str, Any], check: _Checker) -> None:
+    """Each section, and each group, of the shape the rest of the reading takes it for: a
+    list where a mapping belongs is one line naming it, not a traceback."""
+    for key, shapes in SHAPES.items():
+        value = data.get(key)
+        if value is None and key in data and key not in ("vars", "groups"):
+            del data[key]  # given empty: as if not given
+        elif value is not None and not isinstance(value, shapes):
+            wanted = " or ".join(dict.fromkeys(SHAPE_NAMES[s] for s in shapes))
+            check.add((key,), f"must be {wanted}, not {type(value).__name__}")
+    groups = data.get("groups")
+    for i, group in enumerate(groups if isinstance(groups, list) else []):
+        if not isinstance(group, dict):
+            check.add(("groups", i), f"a group is a mapping of its options, not "
+                                     f"{type(group).__name__}")
+    for key in ("connections", "vars"):
+        for name, value in (data.get(key) or {}).items() if isinstance(data.get(key), dict) \
+                else ():
+            if key == "connections" and not isinstance(value, dict | None):
+                check.add((key, str(name)), "a connection is a mapping of its options")
+
+
 # -- the profile as a whole ------------------------------------------------------------------
 def load(path: Path, overrides: list[str] | None = None) -> Profile:
     """Read, override, expand and validate a profile; ProfileError lists every problem."""
+    text = read_text(path, "PROFILE")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BadInput("PROFILE", f"cannot read {path}: {exc.strerror}") from None
-    try:
-        data, lines = _load(text)
+        data, lines = load_yaml(text, f"PROFILE ({path})", _load)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -391,6 +421,9 @@ def load_data(path: Path, text: str, data: Any, lines: dict[PathKey, int],
         raise ProfileError(path, [Problem("(top)", 1, "a profile is a mapping of "
                                           f"{', '.join(TOP_KEYS)}")])
     check.keys(data, (), TOP_KEYS)
+    _check_shapes(data, check)
+    if check.problems:
+        raise ProfileError(path, check.problems)  # what follows reads each section by shape
     builder = _Builder(check)
     if "omb" in data:
         _expand_omb(data, path, check)
@@ -811,7 +844,7 @@ def listing(directory: Path) -> list[tuple[Path, str]]:
     out = []
     for file in sorted(directory.glob("*.y*ml")):
         header = []
-        for line in file.read_text().splitlines():
+        for line in read_text(file).splitlines():
             if not line.startswith("#"):
                 break
             header.append(line.lstrip("#").strip())

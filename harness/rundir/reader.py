@@ -21,6 +21,7 @@ from harness.spec.run import RunSpec
 from harness.stats.intervals import IntervalView, RunStats
 from harness.stats.records import into_reports
 from harness.stats.reports import IntervalReport
+from harness.textfiles import read_text
 
 
 @dataclass
@@ -71,7 +72,7 @@ def load(run_dir: Path) -> RecordedRun:
         if not path.is_file():
             raise BadInput("RUN_DIR", f"{path} does not exist: not a run directory")
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = json.loads(read_text(manifest_path, "RUN_DIR"))
         run = run_from_manifest(manifest)
     except (ValueError, KeyError, TypeError) as exc:
         raise BadInput("RUN_DIR", f"{manifest_path} is not a harness manifest ({exc})") \

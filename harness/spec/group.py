@@ -501,6 +501,9 @@ def validate_group(group: GroupSpec, index: int) -> None:
         path = Path(group.body_file)
         if not path.is_file() or not os.access(path, os.R_OK):
             raise BadInput("-mf", f"cannot read message body file {group.body_file!r}")
+        if path.stat().st_size > MOST_BYTES:
+            raise BadInput("-mf", f"{group.body_file!r} holds {path.stat().st_size:,} bytes; "
+                           f"at most {MOST_BYTES:,}, which every process keeps in memory")
     _check_bodies(group, role)
     for flag, given in (("--ttl", group.ttl), ("--priority", group.priority is not None)):
         if given and role.measures_only:

@@ -18,6 +18,7 @@ from typing import Any
 from harness.errors import BadInput
 from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.options import Option
+from harness.textfiles import read_text
 from harness.units import parse_size
 
 PASSWORD_ENV = "HARNESS_PASSWORD"
@@ -365,12 +366,7 @@ def password(given: dict[str, Any]) -> str | None:
                            "is not set")
         return value
     if given.get("password-file"):
-        try:
-            with open(given["password-file"], encoding="utf-8") as f:
-                return f.read().strip()
-        except OSError as exc:
-            raise BadInput("--password-file", f"cannot read {given['password-file']!r}: "
-                           f"{exc.strerror}") from None
+        return read_text(given["password-file"], "--password-file").strip()
     return os.environ.get(PASSWORD_ENV)
 
 

@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import BadInput
+from harness.textfiles import read_text
 from harness.units import parse_range, parse_size, parse_weighted
 
 # Sizes drawn for each thread's deck: enough that the drawn mix is close to the weights.
@@ -57,10 +59,9 @@ def parse_sizes(text: str) -> Sizes:
 
 def _from_file(path: Path) -> Sizes:
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read sizes from {str(path)!r}: "
-                         f"{getattr(exc, 'strerror', None) or exc}") from None
+        lines = read_text(path).splitlines()
+    except BadInput as exc:
+        raise ValueError(f"cannot read sizes from {exc.where}: {exc.problem}") from None
     values = []
     for number, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()

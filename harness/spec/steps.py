@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.units import parse_duration
+from harness.units import finite, parse_duration
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,7 @@ def parse_steps(text: str) -> list[RateStep]:
         if len(fields) not in (2, 3) or not all(fields):
             raise ValueError(f"{part.strip()!r} is not RATE:LENGTH or RATE:LENGTH:RAMP "
                              "(e.g. 1000:30s)")
-        try:
-            rate = float(fields[0])
-        except ValueError:
-            raise ValueError(f"{part.strip()!r}: the rate {fields[0]!r} is not a number") \
-                from None
+        rate = finite(fields[0], f"{part.strip()!r}: the rate {fields[0]!r}")
         seconds = parse_duration(fields[1])
         ramp = parse_duration(fields[2]) if len(fields) == 3 else 0.0
         if rate < 0:

@@ -6,6 +6,7 @@ these declarations."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,13 +91,16 @@ def _scalar(kind: type, given: Any) -> Any:
             raise ValueError(f"{given!r}: Input should be a valid integer, unable to parse "
                              "string as an integer") from None
     if kind is float:
-        if isinstance(given, int | float) and not isinstance(given, bool):
-            return float(given)
+        if isinstance(given, bool):
+            raise ValueError(f"{given!r}: Input should be a valid number")
         try:
-            return float(str(given).strip())
+            value = float(given if isinstance(given, int | float) else str(given).strip())
         except ValueError:
             raise ValueError(f"{given!r}: Input should be a valid number, unable to parse "
                              "string as a number") from None
+        if not math.isfinite(value):  # NaN passes every bound: no comparison with it holds
+            raise ValueError(f"{given!r}: Input should be a finite number")
+        return value
     if isinstance(given, bool):
         return "true" if given else "false"
     return str(given)
@@ -105,11 +109,18 @@ def _scalar(kind: type, given: Any) -> Any:
 # The liveness check every transport whose protocol has one runs by default (--heartbeat):
 # a partition, which closes nothing, is found in a few seconds of a run, not minutes.
 HEARTBEAT_S = 3.0
-HEARTBEAT_HELP = ("Liveness check in seconds, both ways: STOMP heart-beats, AMQP 0-9-1 "
-                  "heartbeats, MQTT keep-alive, NATS pings (AMQP 0-9-1 and MQTT round up to "
-                  "whole seconds). A peer silent for about two of them (a partition: packets "
-                  "dropped, nothing closed) is a lost connection, counted and reconnected as "
-                  "any outage; 0: off.")
+HEARTBEAT_HELP = ("Liveness check in seconds: STOMP heart-beats, AMQP 0-9-1 heartbeats, AMQP 1.0 "
+                  "idle timeout (twice this), MQTT keep-alive, NATS pings, Redis PINGs after "
+                  "this long idle, Kafka requests (socket.timeout.ms twice this). A peer "
+                  "silent for about two of them (a partition: packets dropped, nothing "
+                  "closed) is a lost connection, counted and reconnected as any outage; "
+                  "0: off (AMQP 0-9-1 and MQTT round up to whole seconds).")
+
+
+def connect_timeout(heartbeat: float, most: float = 10.0) -> float:
+    """How long a connection attempt may wait: two heartbeats (at least two seconds), at
+    most `most`; with the liveness check off, `most`."""
+    return min(most, max(2 * heartbeat, 2.0)) if heartbeat else most
 
 
 def option(default: Any, help: str, *, key: str = "", scope: str = "group", low: float | None =
