@@ -57,6 +57,7 @@ from harness.modules.interface.optional import (
     ClientLoop,
     Declarations,
     FramedSends,
+    PartitionOrder,
     TemporaryQueues,
     Transactions,
 )
@@ -151,7 +152,7 @@ class KafkaOptions:
 
 
 class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientLoop,
-                     Acknowledgements, Transactions, TemporaryQueues):
+                     Acknowledgements, Transactions, TemporaryQueues, PartitionOrder):
     name = "kafka"
     default_port = DEFAULT_PORT
     description = "Kafka via confluent-kafka (librdkafka): topics, consumer groups"
@@ -595,11 +596,13 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
         if frames is not None:
             taken = len(buffer)
             while buffer:
-                frames(buffer.popleft().value())
+                record = buffer.popleft()
+                frames(record.value(), record.partition())  # for the order check
             if self.acknowledges():
                 self._taken(taken)
             return None
         record = buffer.popleft()
+        self.partition = record.partition()
         return unframe(record.value(), "queue", record)
 
     def acknowledges(self) -> bool:

@@ -122,3 +122,52 @@ def test_prometheus_holds_what_the_run_directory_holds(tmp_path: Path, brokers: 
     finally:
         prometheus.stop()
         gateway.stop()
+
+
+def test_two_nodes_latency_adds_up_in_promql_to_the_merges_p99(tmp_path: Path,
+                                                                brokers: Any) -> None:
+    """Two nodes of one run, each scraped by a real Prometheus: their latency histograms,
+    summed by bucket in PromQL, give the p99 the merge of their run directories computes
+    (within one bucket). The nodes differ (one's broker holds each message 50 ms), so that
+    neither node's own p99 is the answer."""
+    ports = [free_port(), free_port()]
+    prometheus = Prometheus(tmp_path / "prometheus", [f"127.0.0.1:{p}" for p in ports])
+    run_id = f"prom2-{int(time.time())}"
+    try:
+        prometheus.start()
+        procs = []
+        for i, (port, delay) in enumerate(zip(ports, ("0", "50"), strict=True)):
+            procs.append(subprocess.Popen(harness_command(
+                "run", "-m", "loopback.Sender", "-d", "q", "-rt", "200", "-rl", "8", "-ss", "1",
+                "--loopback-delay", delay, "-g", "-m loopback.Receiver -d q", "--run-id",
+                run_id, "--node", f"node{i}", "--metrics-port", str(port), "-o",
+                str(tmp_path / f"node{i}")), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, env=env(), cwd=tmp_path))
+        for proc in procs:
+            _, stderr = proc.communicate(timeout=90)
+            assert proc.returncode == 0, stderr
+        run_dirs = [only_run_dir(tmp_path / f"node{i}") for i in range(2)]
+        merged = tmp_path / "merged"
+        done = subprocess.run(harness_command("merge", *map(str, run_dirs), "-o", str(merged)),
+                              capture_output=True, text=True, env=env(), timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        merged_p99 = json.loads((merged / "summary.json").read_text()
+                                )["runs"][run_id]["groups"]["receiver"]["latency"]["p99"] / 1e6
+        nodes_p99 = [json.loads((d / "summary.json").read_text()
+                                )["groups"]["receiver"]["latency"]["p99"] / 1e6
+                     for d in run_dirs]
+        # The last scrape of each node holds its final counts.
+        selector = f'run_id="{run_id}", group="receiver", metric="latency", ' \
+                   'phase=~"measure|drain"'
+        (estimate,) = wait_for(prometheus, 'histogram_quantile(0.99, sum by (le) ('
+                               f'last_over_time(harness_latency_seconds_bucket{{{selector}}}'
+                               '[10m])))')
+        value = float(estimate["value"][1])
+        assert merged_p99 / 1.26 <= value <= merged_p99 * 1.26, (value, merged_p99, nodes_p99)
+        # Both nodes are in it: each node's own p99 is far from the merge's.
+        assert min(nodes_p99) < merged_p99 / 2, nodes_p99
+        nodes = {r["metric"]["node"] for r in prometheus.query(
+            f'last_over_time(harness_latency_seconds_count{{{selector}}}[10m])')}
+        assert nodes == {"node0", "node1"}
+    finally:
+        prometheus.stop()

@@ -88,9 +88,13 @@ def fuzz(target: str, seconds: int, cases: Path) -> int:
                "-timeout=10", "-rss_limit_mb=2048", "-print_final_stats=1"]
     print(f"fuzz {target}: {seconds} s from {len(list(work.iterdir()))} inputs", flush=True)
     done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=inside)
-    stats = [line for line in done.stderr.splitlines()
-             if line.startswith(("stat::", "#")) or "DONE" in line or "cov:" in line]
-    for line in stats[-4:]:
+    lines = done.stderr.splitlines()
+    # libFuzzer's last progress line (executions, coverage: cov edges, ft features, corpus)
+    # and its final statistics.
+    progress = [line for line in lines if line.startswith("#") and "cov:" in line]
+    stats = [line for line in lines if line.startswith(("stat::number_of_executed_units",
+                                                         "stat::average_exec_per_sec"))]
+    for line in progress[-1:] + stats:
         print(f"  {line}")
     # The corpus minimised into the kept folder: what adds coverage, no more.
     merged = Path(tempfile.mkdtemp(prefix=f"harness-fuzz-{target}-merged-"))

@@ -26,6 +26,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.worker import ERROR_PAUSE_S, POLL_S, Worker
@@ -206,9 +207,9 @@ class Consumer(Worker):
         with self.lock:
             self._measure(message)
 
-    def _pushed_frame(self, payload: bytes) -> None:
+    def _pushed_frame(self, payload: bytes, partition: int = -1) -> None:
         with self.lock:
-            self.consume_frame(payload)
+            self.consume_frame(payload, partition)
 
     def _pushed_header(self, text: str | None, body: bytes) -> None:
         with self.lock:
@@ -329,12 +330,14 @@ class Consumer(Worker):
         if count == self.group.messages:
             self.done = True
 
-    def consume_frame(self, payload: bytes) -> None:
+    def consume_frame(self, payload: bytes, partition: int = -1) -> None:
         """consume() for a consumer that only measures, from a payload framed as
         harness.modules.interface.message.frame() frames it, as the transport received it: called
-        where the transport hands messages over, which acknowledges them itself."""
+        where the transport hands messages over, which acknowledges them itself. partition:
+        where the broker orders per partition (PartitionOrder), the payload's."""
         if not self.done:
-            self._arrived((now_ns(), payload))
+            self._arrived((now_ns(), payload) if partition < 0 else
+                          (now_ns(), payload, None, partition))
 
     def consume_header(self, text: str | None, body: bytes) -> None:
         """consume_frame() for a transport whose header HEADER carries the fields
@@ -343,7 +346,7 @@ class Consumer(Worker):
         if not self.done:
             self._arrived((now_ns(), body, text))
 
-    def _arrived(self, arrival: tuple[int, bytes] | tuple[int, bytes, str | None]) -> None:
+    def _arrived(self, arrival: tuple[Any, ...]) -> None:
         """Count a message that arrived, with its arrival time; measure it with the next
         SETTLE_EVERY, or at the next interval boundary, whichever comes first."""
         now = self.last = arrival[0]
@@ -363,6 +366,8 @@ class Consumer(Worker):
         for arrival in arrivals:
             now, payload = arrival[0], arrival[1]
             start = 0
+            if len(arrival) == 4:
+                self.partition = arrival[3]  # the order check's (SequenceTracker)
             if len(arrival) == 3:
                 seq, ts, sent, crc, producer = from_header(arrival[2])
             else:

@@ -17,7 +17,7 @@ from harness.clock import now_ns
 from harness.engine.pacing import Schedule
 from harness.modules.interface.base import COMMIT_IN_DOUBT, Transport, TransportError, connect
 from harness.modules.interface.message import Destination
-from harness.modules.interface.optional import ClientLoop, Transactions
+from harness.modules.interface.optional import ClientLoop, PartitionOrder, Transactions
 from harness.spec.payloads import drawn
 from harness.spec.roles import ROLES
 from harness.spec.sizes import DECK, parse_sizes
@@ -154,7 +154,12 @@ class Worker(threading.Thread, ABC):
             self.correlation: str | None = expand(correlation, n, total)
         else:
             self.correlation = f"{correlation}{setup.thread_index}" if correlation else None
-        self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns)
+        # The partition of the message being measured: a payload measured after its
+        # receive() carries its own (Consumer.settle); a Message is measured as it comes.
+        self.partition = -1
+        partition_of = (lambda: self.partition if self.partition >= 0 else
+                        transport.partition) if isinstance(transport, PartitionOrder) else None
+        self.tracker = (SequenceTracker(self.rec, setup.reorder_window_ns, partition_of)
                         if setup.exclusive else None)
         # Competing receivers of a queue: the run's delivery check unions what each received.
         competing = self.role.measures_only and self.role.kind == "queue" and \

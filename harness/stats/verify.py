@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from harness.stats.recorder import Recorder
 
@@ -27,17 +27,34 @@ MAX_REMEMBERED_LOST = 1_000_000
 
 
 class SequenceTracker:
-    __slots__ = ("expected", "missing", "lost", "remembered", "window_ns", "rec")
+    """A consumer's view of each producer's stream. Where the broker orders per partition
+    (Kafka), `partition_of` says the partition of the message being checked, and a message
+    is reordered only when a later one of its producer came before it on the same partition:
+    one that arrives after later messages of other partitions is not (the broker promises
+    nothing across partitions). A producer with a gap open is then checked message by
+    message, off the consumer's fast path (`expected` holds -1 for it meanwhile)."""
 
-    def __init__(self, recorder: Recorder, window_ns: int) -> None:
+    __slots__ = ("expected", "missing", "lost", "remembered", "window_ns", "rec",
+                 "partition_of", "next", "highest")
+
+    def __init__(self, recorder: Recorder, window_ns: int,
+                 partition_of: Callable[[], int] | None = None) -> None:
         self.expected: dict[str, int] = {}
         self.missing: dict[str, dict[int, int]] = {}
         self.lost: dict[str, set[int]] = {}
         self.remembered = 0
         self.window_ns = window_ns
         self.rec = recorder
+        self.partition_of = partition_of
+        # By partition: the next number of a producer with a gap open, and
+        # the highest number of a producer seen on a partition while it had a gap open
+        self.next: dict[str, int] = {}
+        self.highest: dict[tuple[str, int], int] = {}
 
     def check(self, producer: str, seq: int, now: int) -> None:
+        if self.partition_of is not None:
+            self._check_by_partition(producer, seq, now, self.partition_of())
+            return
         # Every stream of this run starts at 0 (consumers subscribe before any producer
         # starts): a first message above 0 means the ones before it are missing.
         expected = self.expected.get(producer, 0)
@@ -56,13 +73,56 @@ class SequenceTracker:
             if gaps is not None and gaps.pop(seq, None) is not None:
                 self.rec.reordered += 1
                 return
-            lost = self.lost.get(producer)
-            if lost is not None and seq in lost:
-                lost.discard(seq)
-                self.rec.lost -= 1
-                self.rec.late += 1
+            self._again(producer, seq)
+
+    def _check_by_partition(self, producer: str, seq: int, now: int, partition: int) -> None:
+        # The fast path moves `expected` on; while a gap is open it holds -1, and `next` does.
+        expected = self.expected.get(producer, 0)
+        if expected < 0:
+            expected = self.next[producer]
+        key = (producer, partition)
+        if seq >= expected:
+            self.next[producer] = seq + 1
+            if seq - expected > MAX_REMEMBERED_GAP:
+                self.rec.lost += seq - expected
+            elif seq > expected:
+                gaps = self.missing.setdefault(producer, {})
+                for missing in range(expected, seq):
+                    gaps[missing] = now
+            if self.missing.get(producer):
+                self.expected[producer] = -1  # every message checked here until it closes
+                self.highest[key] = seq
             else:
-                self.rec.duplicated += 1
+                self.expected[producer] = seq + 1
+            return
+        gaps = self.missing.get(producer)
+        if gaps is not None and gaps.pop(seq, None) is not None:
+            highest = self.highest.get(key, -1)
+            if highest > seq:
+                self.rec.reordered += 1  # a later one of its partition came first
+            else:
+                self.highest[key] = seq
+            if not gaps:
+                self._closed(producer)
+            return
+        self._again(producer, seq)
+
+    def _closed(self, producer: str) -> None:
+        """No gap left open: the producer's stream is back on the fast path."""
+        if self.partition_of is not None:
+            self.expected[producer] = self.next.get(producer, 0)
+            for key in [k for k in self.highest if k[0] == producer]:
+                del self.highest[key]
+
+    def _again(self, producer: str, seq: int) -> None:
+        """A number not missing: a late arrival of one counted lost, or a duplicate."""
+        lost = self.lost.get(producer)
+        if lost is not None and seq in lost:
+            lost.discard(seq)
+            self.rec.lost -= 1
+            self.rec.late += 1
+        else:
+            self.rec.duplicated += 1
 
     def _lose(self, producer: str, seqs: list[int]) -> None:
         self.rec.lost += len(seqs)
@@ -80,6 +140,8 @@ class SequenceTracker:
                 del gaps[seq]
             if late:
                 self._lose(producer, late)
+                if not gaps:
+                    self._closed(producer)
 
     def finish(self) -> None:
         """At the end of the run everything still missing is lost."""

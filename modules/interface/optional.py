@@ -164,3 +164,12 @@ class EmbeddedBroker(ABC):
 
 PARTS = (Declarations, FramedSends, PushedDelivery, Acknowledgements, Transactions,
          TemporaryQueues, ClientLoop, Multiplexed, EmbeddedBroker)
+
+
+class PartitionOrder:
+    """A broker that keeps order per partition only (Kafka): a message is reordered only
+    against earlier messages of its producer on the same partition. `partition` is the
+    partition of the message receive() last returned, or of the payload frames() is being
+    handed."""
+
+    partition: int = -1

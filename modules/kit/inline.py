@@ -12,10 +12,10 @@ from harness.modules.interface.optional import PushedDelivery
 
 class InlineFrames(PushedDelivery):
     inline = True  # deliver()'s frames are handed payloads inside receive()
-    frames: Callable[[bytes], None] | None = None
+    frames: Callable[..., None] | None = None  # (payload), or (payload, partition)
 
     def deliver(self, sink: Callable[[Message], None] | None,
-                frames: Callable[[bytes], None] | None = None,
+                frames: Callable[..., None] | None = None,
                 headed: Callable[[str | None, bytes], None] | None = None) -> bool:
         self.frames = frames
         return frames is not None
