@@ -360,7 +360,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         client = self.client
         # A lost connection: paho's on_disconnect, then flush() reconnects. What reading
         # queued (a subscriber's acknowledgements) goes out at once.
-        if client is not None and self.connected.is_set() and \
+        # Connected or not yet: a reconnection's CONNACK is read here too (_reconnect).
+        if client is not None and client.socket() is not None and \
                 client.loop_read() == paho.MQTT_ERR_SUCCESS and client.want_write():
             client.loop_write()
 
@@ -373,6 +374,9 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         shared = not self.reads_in_flush  # one of many clients of this thread
         if shared and now < getattr(_stalled, "until", 0.0):
             return
+        if shared and client.socket() is not None and \
+                now - self.last_attempt < max(self.settings.options.heartbeat, 2.0):
+            return  # connected, its CONNACK on the way (readable() reads it)
         self.last_attempt = now
         try:
             client.reconnect()
@@ -381,7 +385,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 _stalled.until = time.monotonic() + max(self.settings.options.heartbeat, 1.0)
             return
         if shared:
-            return  # its CONNACK comes through readable(), as every read of it does
+            client.loop_write()  # the CONNECT; its CONNACK comes through readable()
+            return
         deadline = now + CONNECT_TIMEOUT_S
         while not self._await_connack(client, 0.05) and time.monotonic() < deadline and \
                 client.socket() is not None:

@@ -332,7 +332,8 @@ CASES = [
     Wire("kafka.Sender", "--user user4711 --password pw", kafka(17, rb"PLAIN")),
     Wire("kafka.Sender", "--tls", TLS),
     # the transactional id (null), acks, the request's timeout (30 s)
-    Wire("kafka.Sender", "--acks 1", kafka(0, rb"\x00\x00\x01\x00\x00\x75\x30")),
+    # acks 1, then the request timeout: two heartbeats (3 s by default), 6000 ms.
+    Wire("kafka.Sender", "--acks 1", kafka(0, rb"\x00\x00\x01\x00\x00\x17\x70")),
     Wire("kafka.Sender", "--idempotence", kafka(22)),  # InitProducerId
     Wire("kafka.Sender", "--linger-ms 400", kafka(0, most=20)),  # 40 sends, batched
     Wire("kafka.Sender", "--batch-size 100", kafka(0, least=30), "--linger-ms 400"),
