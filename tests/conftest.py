@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -161,6 +162,16 @@ def harness_command(*args: str) -> list[str]:
 def env() -> dict[str, str]:
     # MQTT_SECRET: a password tests pass by environment variable (anonymous brokers ignore it)
     return {**os.environ, "COLUMNS": "200", "MQTT_SECRET": "not-a-real-secret"}
+
+
+def java_total(hlog: Path, tag: str, out: Path) -> int:
+    """HdrHistogram's reference log processor (Debian's libhdrhistogram-java) adding up one
+    tag of a log: its total count."""
+    done = subprocess.run(["java", "-cp", "/usr/share/java/hdrhistogram.jar",
+                           "org.HdrHistogram.HistogramLogProcessor", "-i", str(hlog), "-tag",
+                           tag, "-o", str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return int(re.search(r"Total count\s*=\s*(\d+)", Path(f"{out}.hgrm").read_text())[1])
 
 
 def only_run_dir(output: Path) -> Path | None:

@@ -23,6 +23,7 @@ from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.records import SCHEMA_VERSION
 from tests.browser import chart_pixels, chromium
+from tests.conftest import java_total
 
 INTERVAL = 1.0
 
@@ -311,19 +312,6 @@ def test_an_interval_cut_at_the_stop_and_the_drains_first_on_one_slot_both_count
     assert merged.summary["runs"]["r6"]["measured_seconds"] == pytest.approx(1.45)
     assert receiver["latency"]["max"] == 100
     assert merged.summary["runs"]["r6"]["tags"]["receiver.latency"]["count"] == 3
-
-
-def java_total(hlog: Path, tag: str, out: Path) -> int:
-    """HdrHistogram's reference log processor (Debian's libhdrhistogram-java) adding up one
-    tag of a log: its total count."""
-    import re
-    import subprocess
-
-    done = subprocess.run(["java", "-cp", "/usr/share/java/hdrhistogram.jar",
-                           "org.HdrHistogram.HistogramLogProcessor", "-i", str(hlog), "-tag",
-                           tag, "-o", str(out)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return int(re.search(r"Total count\s*=\s*(\d+)", Path(f"{out}.hgrm").read_text())[1])
 
 
 def test_hdrhistogram_reference_reader_adds_each_tag_up_to_the_summary(harness, spark,

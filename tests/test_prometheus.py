@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.stats.histogram import decode, percentiles
-from tests.conftest import ROOT, env, free_port, harness_command, only_run_dir, read_jsonl
+from tests.conftest import ROOT, env, free_port, harness_command, only_run_dir, read_jsonl, unique
 from tests.servers import Prometheus, Pushgateway
 
 RUN_ID = "prom-" + str(int(time.time()))
@@ -73,7 +73,7 @@ def test_prometheus_holds_what_the_run_directory_holds(tmp_path: Path, brokers: 
             f'harness_interval{{{selector}}}[10m]') for ts, _ in series["values"])
         at = {"harness": last, "pushgateway": None}
         # Counts equal: scraped at the end of the run, and pushed to the gateway.
-        wait_for(prometheus, f'harness_summary_rate_messages_per_second{{run_id="{RUN_ID}", '
+        wait_for(prometheus, f'harness_measured_rate_messages_per_second{{run_id="{RUN_ID}", '
                              'job="pushgateway"}')
         for job in ("harness", "pushgateway"):
             for counter, key in (("messages_sent", "sent"), ("messages_received", "received"),
@@ -84,7 +84,7 @@ def test_prometheus_holds_what_the_run_directory_holds(tmp_path: Path, brokers: 
                 assert by_group(result) == {name: float(g[key]) for name, g in
                                             summary["groups"].items()}, (job, counter)
         rates = by_group(prometheus.query(
-            f'harness_summary_rate_messages_per_second{{{selector}}}', at["harness"]))
+            f'harness_measured_rate_messages_per_second{{{selector}}}', at["harness"]))
         assert rates == {name: g["rate"] for name, g in summary["groups"].items()}
 
         # Each interval's p99, as scraped, equals the interval record's.
@@ -171,3 +171,77 @@ def test_two_nodes_latency_adds_up_in_promql_to_the_merges_p99(tmp_path: Path,
         assert nodes == {"node0", "node1"}
     finally:
         prometheus.stop()
+
+
+def every_transport(brokers: Any) -> dict[str, list[str]]:
+    """A run of each transport with each of its roles, and the options that add families of
+    their own (a confirm window's histogram, Kafka's lag by partition, a round trip)."""
+    stomp, mqtt = brokers["activemq"]["stomp"], brokers["mosquitto"]["mqtt"]
+    amqp, amqp10 = brokers["rabbitmq"]["amqp"], brokers["rabbitmq"]["amqp10"]
+
+    def roles(transport: str, flags: list[str], producer: str = "", pairs: tuple[str, ...] = (
+            "Sender Receiver", "Publisher Subscriber", "Requestor Responder")) -> list[str]:
+        args: list[str] = []
+        for pair in pairs:
+            out, back = pair.split()
+            name = unique(f"prom.{transport}.{out.lower()}")
+            for role, extra in ((out, f"-rt 50 {producer}"), (back, "")):
+                args += ["-g", " ".join([f"-m {transport}.{role} -d {name}", *flags, extra])]
+        return args[1:]  # the first group's options are the run's own
+
+    stream = unique("PROMJS").replace(".", "_")
+    return {
+        "loopback": roles("loopback", []),
+        "stomp": roles("stomp", stomp, "-pp"),
+        "mqtt": roles("mqtt", mqtt, "--qos 1"),
+        "amqp": roles("amqp", amqp, "--confirm 20"),
+        "amqp10": roles("amqp10", amqp10),
+        "nats": roles("nats", []),
+        "jetstream": roles("nats", ["--jetstream", f"--stream {stream}", "--storage memory"],
+                           pairs=("Sender Receiver",)),
+        "redis": roles("redis", []),
+        "http": ["-g", "-m http.Requestor -d http://127.0.0.1:8090/ -rt 50"][1:],
+        "kafka": roles("kafka", ["--partitions 2"], pairs=("Sender Receiver",)),
+    }
+
+
+def test_every_transports_endpoint_passes_promtool_while_its_roles_run(tmp_path: Path,
+                                                                        brokers: Any) -> None:
+    """`promtool check metrics` on the endpoint of a run of every transport's roles, read
+    while it measures: each transport's families (confirm windows, lag, round trips) too."""
+    runs = every_transport(brokers)
+    procs, ports = {}, {}
+    for name, groups in runs.items():
+        ports[name] = free_port()
+        first = groups[0].split()
+        procs[name] = subprocess.Popen(harness_command(
+            "run", *first, *groups[1:], "-rl", "8", "-ss", "1", "--metrics-port",
+            str(ports[name]), "-o", str(tmp_path / name)), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+    # Read until each run ends: the last page, served for a last scrape after the run, has
+    # every family the run had, and the measured span's figures.
+    pages: dict[str, bytes] = {}
+    deadline = time.monotonic() + 60
+    while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+        for name, port in ports.items():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+                    exposed = page.read()
+            except OSError:
+                continue
+            if re.search(rb'^harness_interval\{[^}]*\} ([2-9]|\d\d)', exposed, re.M):
+                pages[name] = exposed
+        time.sleep(0.3)
+    for name, proc in procs.items():
+        _, stderr = proc.communicate(timeout=90)
+        assert proc.returncode == 0, (name, stderr[-3000:])
+    assert set(pages) == set(runs), f"no page while measuring from {set(runs) - set(pages)}"
+    for name, exposed in pages.items():
+        linted = subprocess.run(["promtool", "check", "metrics"], input=exposed,
+                                capture_output=True, timeout=30)
+        assert linted.returncode == 0, (name, linted.stdout + linted.stderr)
+        assert b"harness_latency_seconds_bucket{" in exposed, name
+        assert b"harness_measured_rate_messages_per_second{" in exposed, name
+    # The transports' own families are on their pages (so promtool read them).
+    assert b'metric="confirm"' in pages["amqp"] and b'metric="confirm"' in pages["mqtt"]
+    assert b"harness_lag_messages{" in pages["kafka"]

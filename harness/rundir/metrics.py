@@ -17,7 +17,7 @@ Per group, labelled run_id, node, group, module and destination:
   as the interval record has it: `harness_interval_latency_seconds` with labels metric and
   percentile (0.5, 0.9, 0.99, 0.999, 1 for the maximum: a gauge's label, which only a
   summary may call quantile);
-- at the end, the summary's rate and percentiles (`harness_summary_*`), the floor, and each
+- at the end, the summary's rate and percentiles (`harness_measured_*`), the floor, and each
   threshold's verdict (`harness_slo_passed`).
 A distributed run's driver serves the merged figures, and each node's rate and CPU labelled
 with the node's name.
@@ -167,9 +167,9 @@ class Metrics(Sink, Collector):
             self._push()
 
     def summarize(self, summary: dict[str, Any]) -> None:
-        rates = GaugeMetricFamily("harness_summary_rate_messages_per_second", "the group's "
+        rates = GaugeMetricFamily("harness_measured_rate_messages_per_second", "the group's "
                                   "rate over the measured span (summary.json)", labels=LABELS)
-        latency = GaugeMetricFamily("harness_summary_latency_seconds", "the measured span's "
+        latency = GaugeMetricFamily("harness_measured_latency_seconds", "the measured span's "
                                     "percentiles (summary.json)",
                                     labels=[*LABELS, "metric", "percentile"])
         for name, group in summary.get("groups", {}).items():
