@@ -1,8 +1,10 @@
 """A TCP proxy that cuts connections without the server dying: the harness connects to the
 proxy, the proxy to a broker; `cut()` resets every connection it carries and refuses new ones
-for a while. The broker behind it never notices more than clients that went away, so fault
-cases can use the shared brokers without disturbing anything else on them. (A partition,
-which closes nothing, is made by the kernel instead: tests/network.py.)"""
+for a while; `hold()` silences one connection (where the kernel cannot partition: a Spark
+executor's link to the driver). The broker behind it never notices more than clients that
+went away, so fault cases can use the shared brokers without disturbing anything else on
+them. (A partition of a server, which closes nothing, is made by the kernel instead:
+tests/network.py.)"""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class Cutter:
         self._listener = self._listen(0)
         self.port: int = self._listener.getsockname()[1]
         self.cuts = 0
+        self.held: set[int] = set()  # connections whose bytes go nowhere (hold())
         self._up = threading.Event()
         self._up.set()
         self._closed = False
@@ -58,6 +61,12 @@ class Cutter:
         with self._lock:
             self._listener = self._listen(self.port)
             self._up.set()
+
+    def hold(self, number: int) -> None:
+        """Stop moving connection `number`'s bytes either way and close nothing: to both
+        ends, the other is silent, as across a partition (the kernel's buffers fill, then
+        sends block)."""
+        self.held.add(number)
 
     def close(self) -> None:
         with self._lock:
@@ -112,6 +121,8 @@ class Cutter:
                 if self.log is not None:
                     with self._lock:
                         self.log.append((number, upstream, data))
+                while number in self.held and not self._closed:
+                    time.sleep(0.05)  # what was read waits; nothing more is read
                 dst.sendall(data)
         except OSError:
             pass

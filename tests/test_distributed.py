@@ -324,6 +324,57 @@ def test_an_executor_killed_mid_run_is_reported_and_the_other_node_stops_gracefu
     assert "Summary" in rest
 
 
+def test_a_node_cut_off_from_the_driver_is_lost_in_bounded_time_and_the_other_goes_on(
+        tmp_path):
+    """A node's link to the driver silenced mid-run (a proxy that moves no byte and closes
+    nothing, as across a partition: these executors cannot be put in a network namespace):
+    the driver counts the node lost within its silence limit, keeps what the node sent
+    before, and the other node runs to the end of the run."""
+    from tests.cutter import Cutter
+
+    listen = free_port()
+    proxy = Cutter(("127.0.0.1", listen), record=True)
+    out = tmp_path / "runs"
+    began = time.monotonic()
+    try:
+        proc = subprocess.Popen(harness_command(
+            "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "200", "-g",
+            "-m loopback.Receiver -d Q", "-ss", "1", "-rl", "24", "--driver-port", str(listen),
+            "--driver-host", f"127.0.0.1:{proxy.port}", *CLUSTER, "-o", str(out)),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
+        # Held once the first node to connect has reported its fourth interval.
+        while not any(number == 1 and upstream and b'"kind":"interval","index":3' in data
+                      for number, upstream, data in list(proxy.log or [])):
+            assert proc.poll() is None and time.monotonic() - began < 240
+            time.sleep(0.1)
+        proxy.hold(1)
+        held = time.monotonic()
+        rest, err = proc.communicate(timeout=180)
+    finally:
+        proxy.close()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    (lost,) = [line for line in err.splitlines() if "lost" in line and "node " in line]
+    assert "nothing from it for" in lost and "the other nodes go on" in lost, lost
+    # Found within the silence limit (10 s) and a little, of the run's clock; the run then
+    # went on to its end (24 s and the drain), not stopped with the lost node.
+    found = float(re.search(r"lost ([\d.]+) s into the run", lost)[1])
+    assert 4 <= found <= 4 + 10 + 4, lost
+    assert time.monotonic() - held < 24 + 10 + 60
+    (run_dir,) = out.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] is False and len(summary["nodes_lost"]) == 1
+    (gone,) = summary["nodes_lost"]
+    rows = [r for r in read_jsonl(run_dir / "intervals.jsonl") if r["type"] == "counters"]
+    last = {node: max(r["interval"] for r in rows if r["node"] == node)
+            for node in {r["node"] for r in rows}}
+    assert len(last) == 2, last
+    # The lost node's intervals until the silence are kept; the other's run to the end.
+    assert 3 <= last[gone] < found + 2, last
+    assert max(v for k, v in last.items() if k != gone) >= 23, last
+    assert "Summary" in rest
+
+
 def command_line(process) -> str:
     """A child that has already exited (Spark's short-lived helpers) has no command line."""
     import psutil
@@ -337,7 +388,10 @@ def command_line(process) -> str:
 def test_bad_cluster_input_is_refused_in_one_line_before_spark_starts(harness):
     for flags, where in ((["--nodes", "3"], "--nodes"), (["--spark-conf", "memory"],
                                                         "--spark-conf"),
-                         (["--nodes", "0"], "--nodes")):
+                         (["--nodes", "0"], "--nodes"), (["--driver-port", "70000"],
+                                                          "--driver-port"),
+                         (["--driver-host", "10.0.0.5:http"], "--driver-host"),
+                         (["--driver-host", ":9000"], "--driver-host")):
         result = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rl", "1", "--no-ui",
                          "--cluster", MASTER, *flags, timeout=60)
         assert result.code == 2

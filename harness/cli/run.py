@@ -72,8 +72,13 @@ def run(
         "merge takes the union of what they received).",
         rich_help_panel=PANELS["cluster"], show_default=False)] = None,
     driver_host: Annotated[str | None, typer.Option(
-        "--driver-host", help="With --cluster: the address executors reach this machine at "
-        "(default: Spark's spark.driver.host; 127.0.0.1 for local masters).",
+        "--driver-host", help="With --cluster: the address executors reach this machine at, "
+        "HOST or HOST:PORT where a NAT or a port forward gives another port (default: "
+        "Spark's spark.driver.host; 127.0.0.1 for local masters).",
+        rich_help_panel=PANELS["cluster"], show_default=False)] = None,
+    driver_port: Annotated[int | None, typer.Option(
+        "--driver-port", help="With --cluster: the port this machine listens on for the "
+        "nodes' links, to open in a firewall (default: any free one).",
         rich_help_panel=PANELS["cluster"], show_default=False)] = None,
     spark_conf: Annotated[list[str] | None, typer.Option(
         "--spark-conf", help="With --cluster: a Spark setting KEY=VALUE, e.g. "
@@ -111,12 +116,14 @@ def run(
     if cluster is not None:
         from harness.distributed.cluster import ClusterSpec, parse_conf, validate_cluster
         # Flags left out keep ClusterSpec's defaults (the ones --help gives).
-        sizes = {k: v for k, v in (("nodes", nodes), ("wait", cluster_wait)) if v is not None}
+        sizes = {k: v for k, v in (("nodes", nodes), ("wait", cluster_wait),
+                                   ("driver_port", driver_port)) if v is not None}
         on_cluster = ClusterSpec(cluster, driver_host=driver_host,
                                  conf=parse_conf(spark_conf or []), ship=ship, **sizes)
         validate_cluster(on_cluster)
     else:
-        for flag, value in (("--driver-host", driver_host), ("--spark-conf", spark_conf),
+        for flag, value in (("--driver-host", driver_host), ("--driver-port", driver_port),
+                            ("--spark-conf", spark_conf),
                             ("--cluster-wait", cluster_wait)):
             if value is not None:
                 raise BadInput(flag, "only with --cluster MASTER (a profile's cluster: block "

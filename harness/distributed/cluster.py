@@ -17,7 +17,8 @@ from harness.errors import BadInput
 class ClusterSpec:
     master: str
     nodes: int = 2  # client nodes: tasks of one barrier stage
-    driver_host: str | None = None  # where executors reach the driver's listener
+    driver_host: str | None = None  # where executors reach the driver's listener: HOST[:PORT]
+    driver_port: int = 0  # the port the driver's listener takes (0: any free one)
     conf: dict[str, str] = field(default_factory=dict)  # further Spark settings
     ship: bool = True  # send this harness to the executors as a zip (--py-files)
     wait: float = 60.0  # seconds to wait for the executors' task slots
@@ -29,11 +30,12 @@ class ClusterSpec:
 
 
 # A profile's cluster: block, in the long flags' words; executor-* are Spark's own settings.
-CLUSTER_KEYS = ("master", "nodes", "driver-host", "spark-conf", "executor-memory",
+CLUSTER_KEYS = ("master", "nodes", "driver-host", "driver-port", "spark-conf", "executor-memory",
                 "executor-cores", "wait", "ship", "output")
 # Where validate_cluster's flags are in a cluster: block.
 BLOCK_KEY = {"--cluster": "master", "--nodes": "nodes", "--cluster-wait": "wait",
-             "--driver-host": "driver-host", "--spark-conf": "spark-conf"}
+             "--driver-host": "driver-host", "--driver-port": "driver-port",
+             "--spark-conf": "spark-conf"}
 
 
 def cluster_from(block: dict[str, Any]) -> ClusterSpec:
@@ -43,14 +45,14 @@ def cluster_from(block: dict[str, Any]) -> ClusterSpec:
         raise BadInput("master", "give the Spark master: local-cluster[2,1,1024], "
                        "spark://host:7077, yarn, k8s://...")
     given: dict[str, Any] = {}  # what the block sets; ClusterSpec's defaults hold the rest
-    for key, kind in (("nodes", int), ("wait", float)):
+    for key, kind in (("nodes", int), ("wait", float), ("driver-port", int)):
         if key in block:
             value = block[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     (kind is int and value != int(value)):
                 what = "a whole number" if kind is int else "a number"
                 raise BadInput(key, f"{value!r} is not {what}")
-            given[key] = kind(value)
+            given[key.replace("-", "_")] = kind(value)
     conf = block.get("spark-conf") or {}
     if not isinstance(conf, dict):
         raise BadInput("spark-conf", "a mapping of Spark settings, e.g. "
@@ -92,6 +94,11 @@ def validate_cluster(cluster: ClusterSpec) -> None:
                        "spark://host:7077, yarn, k8s://...")
     if cluster.wait <= 0:
         raise BadInput("--cluster-wait", f"must be > 0, got {cluster.wait:g}")
+    if not 0 <= cluster.driver_port <= 65535:
+        raise BadInput("--driver-port", f"a TCP port, 1 to 65535 (0: any free one), got "
+                       f"{cluster.driver_port}")
+    if cluster.driver_host is not None:
+        driver_endpoint(cluster.driver_host, 0)
     # A local cluster's slots are known before Spark starts: workers x cores.
     fixed = re.fullmatch(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]",
                          cluster.master.strip())
@@ -150,9 +157,27 @@ def wait_for_slots(spark: Any, cluster: ClusterSpec, say: Callable[[str], None])
         time.sleep(0.25)
 
 
-def driver_address(spark: Any, cluster: ClusterSpec) -> str:
+def driver_endpoint(given: str, listening: int) -> tuple[str, int]:
+    """--driver-host HOST[:PORT] as the address and port executors connect to: the port the
+    driver listens on unless another is given (a NAT or a port forward in between)."""
+    host, colon, port = given.strip().rpartition(":")
+    if not colon or (":" in host and not host.endswith("]")):  # no port, or bare IPv6
+        host, port = given.strip(), ""
+    host = host.strip("[]")
+    if not host:
+        raise BadInput("--driver-host", f"{given!r}: give HOST or HOST:PORT")
+    if not port:
+        return host, listening
+    if not port.isdigit() or not 0 < int(port) <= 65535:
+        raise BadInput("--driver-host", f"{given!r}: the port after ':' must be 1 to 65535")
+    return host, int(port)
+
+
+def driver_address(spark: Any, cluster: ClusterSpec, listening: int) -> tuple[str, int]:
+    """Where executors reach the driver's listener, which listens on `listening`."""
     if cluster.driver_host:
-        return cluster.driver_host
+        return driver_endpoint(cluster.driver_host, listening)
     if cluster.local:
-        return "127.0.0.1"
-    return spark.sparkContext.getConf().get("spark.driver.host") or os.uname().nodename
+        return "127.0.0.1", listening
+    return (spark.sparkContext.getConf().get("spark.driver.host") or os.uname().nodename,
+            listening)

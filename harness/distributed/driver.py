@@ -58,6 +58,12 @@ from harness.stats.slo import judged_exit
 HELLO_TIMEOUT_S = 120.0
 # How far ahead the nodes are told to start: the message reaches them in milliseconds.
 START_MARGIN_NS = 300_000_000
+# A node silent this long after the start is lost (harness.distributed.node says it is alive
+# every ALIVE_EVERY_S): a partition or a hung machine closes nothing, so only silence tells.
+NODE_SILENCE_S = 10.0
+# Once every other node has ended, how long a lost node's Spark task may take to end before
+# the job is cancelled (a node cut off from the driver stops by itself when its link fails).
+LOST_TASK_WAIT_S = 15.0
 _NODE_ERROR = re.compile(r"harness-node: (.*)")
 
 
@@ -70,6 +76,7 @@ class _Node:
         self.failed: str | None = None
         self.ended = False
         self.lost = False
+        self.heard = time.monotonic()  # the last message from it
         self.last_index = -1
         self.exit_code = 0
         self.stopped_by = ""
@@ -123,6 +130,8 @@ class DistributedRun(LiveControls):
         self.job: threading.Thread | None = None
         self.results: list[dict[str, Any]] | None = None
         self.job_error: str | None = None
+        self.waiting_since: float | None = None  # for lost nodes' tasks, the others ended
+        self.cancelled_at: float | None = None
         self.listener: socket.socket | None = None
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
         self.spark_seconds = 0.0
@@ -145,11 +154,16 @@ class DistributedRun(LiveControls):
                                        "harness.zip")
             self.spark.sparkContext.addPyFile(str(self.shipped))
         self._check_executors()
-        host = driver_address(self.spark, cluster)
-        self.listener = socket.create_server(("127.0.0.1" if cluster.local else "", 0))
-        port = self.listener.getsockname()[1]
+        try:
+            self.listener = socket.create_server(("127.0.0.1" if cluster.local else "",
+                                                  cluster.driver_port))
+        except OSError as exc:
+            self._stop_spark()
+            raise StartFailure(f"--driver-port: cannot listen on {cluster.driver_port} "
+                               f"({exc.strerror or exc})") from None
+        address = driver_address(self.spark, cluster, self.listener.getsockname()[1])
         threading.Thread(target=self._accept, name="node-listener", daemon=True).start()
-        payload = NodePayload(self.run, self.run_id, cluster.nodes, (host, port), self.token)
+        payload = NodePayload(self.run, self.run_id, cluster.nodes, address, self.token)
         self.job = threading.Thread(target=self._job, args=(payload,), name="spark-job",
                                     daemon=True)
         self.job.start()
@@ -206,9 +220,10 @@ class DistributedRun(LiveControls):
         node = _Node(rank, str(hello["node"]), link)
         self.nodes[rank] = node
         for message in link.messages():
+            node.heard = time.monotonic()
             if message.get("kind") == "clock":
                 link.send({"kind": "clock", "driver": epoch_ns()})
-            else:
+            elif message.get("kind") != "alive":
                 self.inbox.put((rank, message))
         self.inbox.put((rank, None))
 
@@ -243,6 +258,7 @@ class DistributedRun(LiveControls):
         self.start_s = start / 1e9
         for node in sorted(self.nodes.values(), key=lambda x: x.rank):
             node.link.send({"kind": "start", "at": start})
+            node.heard = time.monotonic()
             self.say(f"  node {node.name}: clock offset {node.offset_ns / 1e6:+.3f} ms "
                      f"(round trip {node.rtt_ns / 1e6:.3f} ms)")
         # Each node's start is the driver's instant in its own clock, as well as its offset
@@ -310,6 +326,7 @@ class DistributedRun(LiveControls):
         assert self.start_s is not None
         while True:
             self._steer()
+            self._watch()
             if self.job is not None and not self.job.is_alive() and self.inbox.empty() and \
                     all(x.ended or x.lost for x in self.nodes.values()):
                 break
@@ -343,6 +360,29 @@ class DistributedRun(LiveControls):
             if self.stops_sent == 2:
                 self.on_log("second interrupt: stopping every node at once and cancelling "
                             "the Spark job")
+                self._cancel()
+
+    def _watch(self) -> None:
+        """Nodes silent too long are lost; the others go on. Once only lost nodes are left,
+        their tasks get a while to end, then the job is cancelled."""
+        now = time.monotonic()
+        for node in list(self.nodes.values()):
+            if not (node.ended or node.lost) and now - node.heard > NODE_SILENCE_S:
+                node.lost = True
+                assert self.start_s is not None
+                self.on_log(f"node {node.name} lost {time.time() - self.start_s:.1f} s into the "
+                            f"run: nothing from it for {now - node.heard:.0f} s (a network "
+                            "partition or a hung machine); its intervals until then are kept, "
+                            "the other nodes go on")
+                node.link.close()
+        if self.job is None or not self.job.is_alive() or self.cancelled_at is not None:
+            return
+        nodes = list(self.nodes.values())
+        if any(x.lost for x in nodes) and all(x.ended or x.lost for x in nodes):
+            self.waiting_since = self.waiting_since or now
+            if now - self.waiting_since > LOST_TASK_WAIT_S:
+                self.cancelled_at = now
+                self.on_log("cancelling the Spark job: the lost nodes' tasks have not ended")
                 self._cancel()
 
     def _gone(self, rank: int) -> None:

@@ -10,12 +10,14 @@ ahead in its own clock, and each node converts it to its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
+import sys
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from typing import Any
 from harness.clock import epoch_ns
 from harness.distributed.shipping import Shipper
 from harness.distributed.split import node_name, node_spec
-from harness.distributed.wire import Link, report_to_wire
+from harness.distributed.wire import SEND_TIMEOUT_S, Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
 from harness.rundir.sinks import Closed, Sink
@@ -31,6 +33,9 @@ from harness.spec.run import RunSpec
 
 CLOCK_PROBES = 16
 CONNECT_TIMEOUT_S = 10.0
+# How often a node says it is alive to the driver, which counts it lost after
+# harness.distributed.driver.NODE_SILENCE_S without a word.
+ALIVE_EVERY_S = 1.0
 
 
 class NodeError(Exception):
@@ -112,13 +117,26 @@ class Streamed(Sink):
     """A node's stream to its driver: each interval's reports, as its processes gave them,
     and what the run's files gained meanwhile."""
 
-    def __init__(self, link: Link, node: str, shipper: Shipper) -> None:
-        self.link, self.node, self.shipper = link, node, shipper
+    def __init__(self, link: Link, node: str, shipper: Shipper,
+                 cut_off: Callable[[], None]) -> None:
+        self.link, self.node, self.shipper, self.cut_off = link, node, shipper, cut_off
 
     def interval(self, closed: Closed) -> None:
-        self.link.send({"kind": "interval", "index": closed.index,
-                        "reports": [report_to_wire(r, self.node) for r in closed.reports]})
-        self.shipper.ship()
+        try:
+            self.link.send({"kind": "interval", "index": closed.index,
+                            "reports": [report_to_wire(r, self.node) for r in closed.reports]})
+            self.shipper.ship()
+        except OSError:
+            self.cut_off()
+
+
+def _say_alive(link: Link, done: threading.Event, cut_off: Callable[[], None]) -> None:
+    while not done.wait(ALIVE_EVERY_S):
+        try:
+            link.send({"kind": "alive"})
+        except OSError:
+            cut_off()
+            return
 
 
 def run_node(payload: NodePayload, rank: int, host: str,
@@ -159,13 +177,32 @@ def run_node(payload: NodePayload, rank: int, host: str,
                             "reference_node": "driver", "offset_estimate_s": offset / 1e9,
                             "round_trip_s": rtt / 1e9}
         shipper.ship()  # the manifest: a node lost at once still has one at the driver
-        controller.sinks.append(Streamed(link, node, shipper))
+        running = controller
+        done = threading.Event()
+
+        def cut_off() -> None:
+            """The driver takes nothing: it counts this node lost, so its run stops (its
+            files would go nowhere)."""
+            if not link.broken or done.is_set():
+                return
+            done.set()
+            print(f"harness-node {node}: the driver takes nothing for "
+                  f"{SEND_TIMEOUT_S} s: stopping this node", file=sys.stderr, flush=True)
+            running.request_stop()
+
+        controller.sinks.append(Streamed(link, node, shipper, cut_off))
         threading.Thread(target=_obey, args=(link, controller), name="driver-commands",
                          daemon=True).start()
-        result = controller.measure()
-        shipper.ship()  # the drain's last lines and the summary, before the end
-        link.send({"kind": "end", "exit_code": result.exit_code,
-                   "stopped_by": result.stopped_by})
+        threading.Thread(target=_say_alive, args=(link, done, cut_off), name="alive",
+                         daemon=True).start()
+        try:
+            result = controller.measure()
+        finally:
+            done.set()
+        with contextlib.suppress(OSError):  # cut off: the driver has what came before
+            shipper.ship()  # the drain's last lines and the summary, before the end
+            link.send({"kind": "end", "exit_code": result.exit_code,
+                       "stopped_by": result.stopped_by})
         return {"node": node, "rank": rank, "error": None, "exit_code": result.exit_code}
     finally:
         link.close()

@@ -14,12 +14,17 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
 from harness.stats.reports import GroupPart, IntervalReport
+
+# A send that makes no progress this long fails: the other end is cut off (a partition drops
+# packets and closes nothing), and neither the driver's loop nor a node's run may wait on it.
+SEND_TIMEOUT_S = 10
 
 
 def report_to_wire(report: IntervalReport, node: str) -> dict[str, Any]:
@@ -41,15 +46,26 @@ class Link:
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # Bounds sends only: a link may rightly be quiet for long the other way.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                        struct.pack("ll", SEND_TIMEOUT_S, 0))
         self.sock = sock
         self.reader = sock.makefile("rb")
         self.lock = threading.Lock()
         self.closed = False
+        self.broken = False  # a send failed: a line may be cut, so nothing more is sent
 
     def send(self, message: dict[str, Any]) -> None:
+        """Raises OSError where the other end is gone or takes nothing for SEND_TIMEOUT_S."""
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
         with self.lock:
-            self.sock.sendall(data)
+            if self.broken:
+                raise OSError("the link failed before")
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                self.broken = True
+                raise
 
     def receive(self) -> dict[str, Any] | None:
         """The next message; None once the other end has closed (or sent garbage)."""
