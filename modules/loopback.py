@@ -4,8 +4,9 @@ request/reply over temporary queues, and transactions.
 It lives inside one process (one broker per process) so that the main job runs without a
 server and so that the harness can measure its own floor. The hand-off is a deque append
 and popleft, which CPython makes atomic; consumers block on a condition only when their
-queue is empty. For tests it injects faults (drop, duplicate, reorder, corrupt) on the n-th
-message sent to a destination.
+queue is empty. For tests it injects faults (drop, duplicate, reorder, corrupt, and hang: the
+send never returns, as a broker's flow control may hold one) on the n-th message sent to a
+destination.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from harness.modules.interface.options import option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.inbox import Full, Inbox
 
-FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt")
+FAULT_ACTIONS = ("drop", "duplicate", "reorder", "corrupt", "hang")
 
 
 def parse_fault(text: str) -> tuple[str, str, int]:
@@ -97,19 +98,25 @@ class _Faulty:
         with self.lock:
             self.count += 1
             action = self.plan.get(self.count)
-            if action == "drop":
+            if action != "hang":
+                self._apply(action, message)
                 return
-            if action == "reorder":
-                self.held = message
-                return
-            if action == "corrupt":
-                message = _corrupted(message)
+        threading.Event().wait()  # outside the lock: the destination's other senders go on
+
+    def _apply(self, action: str | None, message: Message) -> None:
+        if action == "drop":
+            return
+        if action == "reorder":
+            self.held = message
+            return
+        if action == "corrupt":
+            message = _corrupted(message)
+        self.route.put(message)
+        if action == "duplicate":
             self.route.put(message)
-            if action == "duplicate":
-                self.route.put(message)
-            if self.held is not None and action != "reorder":
-                held, self.held = self.held, None
-                self.route.put(held)
+        if self.held is not None and action != "reorder":
+            held, self.held = self.held, None
+            self.route.put(held)
 
 
 def _corrupted(message: Message) -> Message:

@@ -143,3 +143,20 @@ def test_a_thread_that_fails_at_once_is_reported_and_fails_the_run(tmp_path, mon
     assert result.exit_code == 1
     assert "process 0: ValueError: the library refused it" in lines, lines
     assert result.summary["groups"]["sender"]["errors"] == 1
+
+
+def test_a_thread_held_in_a_send_past_the_stop_keeps_what_it_counted(harness):
+    """The 150th send never returns (the loopback broker holds it, as flow control may): the
+    thread is abandoned 10 s after the stop, and the 149 sends it completed are counted, not
+    its last interval dropped; the summary names the thread."""
+    done = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "100", "-rl", "3",
+                   "-ss", "1", "--drain", "1", "--inject", "hang:Q:150", "--no-ui",
+                   "-g", "-m loopback.Receiver -d Q", timeout=90)
+    assert "Traceback" not in done.stderr
+    assert "did not stop within 10 s" in done.stderr and "sender-0-0" in done.stderr
+    groups = done.summary["groups"]
+    assert groups["sender"]["sent"] == groups["receiver"]["received"] == 149
+    assert done.summary["abandoned_threads"] == ["sender-0-0"]
+    (delivery,) = done.summary["delivery"]
+    assert (delivery["expected"], delivery["missing"]) == (149, 0)
+    assert "abandoned: sender-0-0" in done.stdout

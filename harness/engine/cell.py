@@ -388,12 +388,18 @@ class Cell:
                     now - stop_seen >= STOP_GRACE_S * 1e9:
                 # A thread blocked inside a client library (a broker's flow control holding
                 # a send forever) must not hang the run: report what the others measured.
-                stuck = [w.name for w in self.workers if not w.finished]
+                stuck = [w for w in self.workers if not w.finished]
+                for worker in stuck:
+                    worker.abandon()
+                self._take_handoffs(pending, index, groups)
                 self.emit(LogReport(self.plan.process_index,
                                     f"{len(stuck)} thread(s) did not stop within "
-                                    f"{STOP_GRACE_S:g} s, blocked in the client library "
-                                    f"(e.g. by broker flow control): {', '.join(stuck[:5])}; "
-                                    "their last interval is not counted"))
+                                    f"{STOP_GRACE_S:g} s of the stop, blocked in the client "
+                                    "library (e.g. by broker flow control): "
+                                    f"{', '.join(w.name for w in stuck[:5])}; what they "
+                                    "counted up to their last completed call is counted, the "
+                                    "call they are in is not",
+                                    abandoned=tuple(w.name for w in stuck)))
                 finished = True
             if finished:
                 last = max([index, *pending])

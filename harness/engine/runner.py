@@ -504,6 +504,7 @@ class Controller(LiveControls):
             progress.ended = max(progress.ended, report.ended_ns / 1e9)
         elif isinstance(report, LogReport):
             self.on_log(f"process {report.process}: {report.message}")
+            self.stats.abandoned.extend(report.abandoned)
             if report.failed:
                 progress.exit_code = progress.exit_code or 1
         elif isinstance(report, DoneReport):

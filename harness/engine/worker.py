@@ -174,6 +174,7 @@ class Worker(threading.Thread, ABC):
         self.up = False
         self.ended_ns = 0  # when work() returned
         self.finished = False
+        self.abandoned = False  # still in a client call long after the stop (abandon())
         self.stream_position = 0  # a producer's messages sent, for the end-of-run balance
         self.failure: str | None = None
         # Live changes from the controller: set Control.rates or Control.paused, then pending,
@@ -266,16 +267,28 @@ class Worker(threading.Thread, ABC):
                 self.failure = self.failure or f"close: {exc}"
             if self.tracker is not None:
                 self.tracker.finish()
-            self.take_outage()
-            streams = self.stream_end()
-            self.setup.outbox.append((self.key, self.interval_index,
-                                      self.rec.take()._replace(streams=streams)))
+            if not self.abandoned:
+                self.take_outage()
+                streams = self.stream_end()
+                self.setup.outbox.append((self.key, self.interval_index,
+                                          self.rec.take()._replace(streams=streams)))
             self.done_through = 1 << 62
             self.finished = True
             self.control.wake.set()
 
     def close(self) -> None:
         self.transport.close()
+
+    def abandon(self) -> None:
+        """Called by the cell for a thread still in a client call long after the stop: what
+        it counted up to its last completed call is handed off in its place (the call it is
+        in, and anything after, is not counted). Its thread is blocked, so its counts hold
+        still while they are taken."""
+        self.abandoned = True
+        self.take_outage()
+        streams = self.stream_end() if not self.produces() or self.role.consumes else []
+        self.setup.outbox.append((self.key, self.interval_index,
+                                  self.rec.take()._replace(streams=streams)))
 
     def kept(self) -> int:
         """A producer's sends so far that did not fail."""

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.stats.backlog import warmup_note
+from harness.stats.backlog import abandoned_note, warmup_note
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
@@ -217,6 +217,8 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
         console.print(backlog_text(summary["backlog"]), highlight=False)
     for point, left in summary.get("warmup_backlog", {}).items():
         console.print(warmup_note(point, left), highlight=False)
+    if abandoned := summary.get("abandoned_threads"):
+        console.print(abandoned_note(abandoned), highlight=False)
     floor = summary.get("floor")
     if floor and floor["samples"]:
         beside = "; ".join(

@@ -67,6 +67,15 @@ def warmup_note(point: str, left: int) -> str:
             "same span (a longer warm-up, or a rate the consumers keep up with, leaves none)")
 
 
+def abandoned_note(threads: list[str]) -> str:
+    """What threads left in a client call after the stop mean for the figures, in a line."""
+    shown = ", ".join(threads[:5]) + (f" and {len(threads) - 5} more" if len(threads) > 5
+                                      else "")
+    return (f"abandoned: {shown} did not stop (blocked in a client call); what each counted "
+            "up to its last completed call is in the totals, in the interval it was "
+            "abandoned in (its group's measured rate may be low, and a receiver's above it)")
+
+
 class Backlog:
     """Fed each interval's view in order; `after` gives the backlog at its end."""
 

@@ -181,6 +181,7 @@ class RunStats:
         self.machine_cpu: list[float] = []
         self.broker_cpu: list[float] = []
         self.memory = Memory()
+        self.abandoned: list[str] = []  # threads left in a client call after the stop
         self.intervals = 0
         self.tails: dict[str, int] = {}
         self.received_once: dict[str, int] = {}  # per destination of competing receivers
@@ -440,6 +441,8 @@ class RunStats:
         }
         if left := self.warmup_left():
             result["warmup_backlog"] = left
+        if self.abandoned:
+            result["abandoned_threads"] = sorted(self.abandoned)
         if self.step_ends:
             result["steps"] = self.step_summary()
         if self.fill is not None:

@@ -145,6 +145,7 @@ class LogReport:
     process: int
     message: str
     failed: bool = False  # a thread ended by an error it could not count: the run is incomplete
+    abandoned: tuple[str, ...] = ()  # threads left in a client call after the stop
 
 
 @dataclass
