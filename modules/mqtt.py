@@ -47,6 +47,7 @@ from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.selector import FD_SETSIZE
+from harness.modules.kit.unheard import Unheard
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -182,6 +183,11 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         # that never comes is in doubt at the close, never quietly sent.
         self.confirming = self.confirms(settings)
         self.unacked: dict[int, tuple[int, int]] = {}
+        # A QoS 0 producer's publishes since the broker was last heard (paho pings a
+        # client that hears nothing each keep-alive): in doubt if the connection is found
+        # dead, never quietly sent. Without a keep-alive nothing is ever heard.
+        self.unheard = Unheard() if self.driven and self.qos == 0 and \
+            settings.options.heartbeat else None
         self.reads_in_flush = True  # not where the worker waits on the socket (multiplexed)
         self.unwritten = 0
         self.next_misc = 0.0
@@ -222,6 +228,9 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             self.connected.clear()
             if self.client is not None:  # not our own close()
                 self.outages.went_down()
+                if self.unheard is not None:
+                    self.unheard.lost(self.feedback, "a QoS 0 publish written to a "
+                                      "connection then found dead: read or not")
 
     def _on_message(self, client: Any, userdata: Any, message: Any) -> None:
         frames = self.frames
@@ -262,6 +271,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             # publish() then queues instead of writing: flush() writes (paho's API for an
             # external event loop).
             client.on_socket_register_write = _ignore
+        if self.unheard is not None:
+            _watch_pings(client, self.unheard)
         client.max_inflight_messages_set(options.inflight)
         client.max_queued_messages_set(options.inflight * QUEUED_PER_INFLIGHT)
         client.reconnect_delay_set(0.2, 2)
@@ -437,6 +448,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 info = self.client.publish(destination.name, payload, qos, self.retain,
                                            properties)
         self.last_publish = info
+        if self.unheard is not None and info.rc == paho.MQTT_ERR_SUCCESS:
+            self.unheard.last = seq
         if self.confirming and info.rc in (paho.MQTT_ERR_SUCCESS, paho.MQTT_ERR_NO_CONN):
             self.unacked[info.mid] = (seq, now_ns())
         if self.driven:
@@ -522,6 +535,22 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
 
 def _ignore(*args: Any) -> None:
     pass
+
+
+def _watch_pings(client: Any, unheard: Unheard) -> None:
+    """A PINGRESP answers for every publish written before its PINGREQ (one ordered
+    stream). paho has no callback for either: its two handlers, wrapped on this client."""
+    send, answered = client._send_pingreq, client._handle_pingresp
+
+    def pingreq() -> Any:
+        unheard.mark()
+        return send()
+
+    def pingresp() -> Any:
+        unheard.proved()
+        return answered()
+
+    client._send_pingreq, client._handle_pingresp = pingreq, pingresp
 
 
 def _turn(client: Any, timeout: float) -> int:

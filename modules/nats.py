@@ -71,6 +71,7 @@ from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
 from harness.modules.kit.selector import MicrosecondSelector
 from harness.modules.kit.turned import TurnedLoop
+from harness.modules.kit.unheard import Unheard
 from nats.js import api
 
 from harness.clock import now_ns
@@ -257,9 +258,9 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         self.watcher: asyncio.TimerHandle | None = None
         self.heard: float | None = None
         self.progress = 0
-        # A core publisher's last send, the last written before the latest PING, and the
-        # last the server has surely read (its PONG to a PING written after it came back)
-        self.last_seq = self.seq_pinged = self.seq_heard = -1
+        # A core publisher's sends: the last written before the latest PING, and the last
+        # the server has surely read (its PONG to a PING written after it came back)
+        self.unheard = Unheard()
         self.down = False  # lost, and nats-py reconnecting
 
     # -- the loop, turned on this thread
@@ -525,7 +526,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         progress = nc._pongs_received + nc.stats["in_msgs"]
         if self.heard is None or progress != self.progress:
             self.progress, self.heard = progress, now
-            self.seq_heard = self.seq_pinged
+            self.unheard.proved()
         elif now - self.heard > 2 * heartbeat:
             self.heard = None
             self._unheard()
@@ -536,7 +537,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
                 writer.transport.abort()
             self.loop.create_task(nc._process_op_err(nats.errors.StaleConnectionError()))
             return
-        self.seq_pinged = self.last_seq
+        self.unheard.mark()
         nc._pongs.append(self.loop.create_future())
         nc._transport.write(b"PING\r\n")
 
@@ -544,11 +545,9 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         """A core publisher's sends written since the server last proved it had read
         them: a connection found dead may have taken them or not, so they are in doubt,
         never quietly sent (nothing acknowledges a core publish)."""
-        if self.js is None and self.settings.sends_only and self.last_seq > self.seq_heard:
-            reason = "written to a connection then found dead (no PONG): read or not"
-            self.feedback.doubt.extend((seq, reason) for seq in
-                                       range(self.seq_heard + 1, self.last_seq + 1))
-        self.seq_heard = self.seq_pinged = self.last_seq
+        if self.js is None and self.settings.sends_only:
+            self.unheard.lost(self.feedback, "written to a connection then found dead (no "
+                              "PONG): read or not")
 
     async def _first_connect(self, url: str, **options: Any) -> Any:
         """One connection attempt, as every transport makes (--connect-retry makes more):
@@ -662,7 +661,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
                 raise TransportError("not connected: the connection was lost (reconnecting)")
             if not self.connected:
                 self._check()
-        self.last_seq = seq
+        self.unheard.last = seq
         js = self.js
         # The first sends since a write, as a paced producer's are even in a burst; an
         # unthrottled producer's others are queued (with its share of a turn a queued send

@@ -38,6 +38,7 @@ from harness.modules.interface.optional import Acknowledgements, TemporaryQueues
 from harness.modules.interface.options import HEARTBEAT_HELP, HEARTBEAT_S, connect_timeout, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
+from harness.modules.kit.unheard import Unheard
 
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
 logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
@@ -111,6 +112,11 @@ class _Listener(stomp.ConnectionListener):
         self.transport.broker_errors.append(str(message).strip())
         self.transport.answered.set()
 
+    def on_heartbeat(self) -> None:
+        unheard = self.transport.unheard
+        if unheard is not None:
+            unheard.beat()
+
     def on_heartbeat_timeout(self) -> None:
         # stomp.py has closed the socket of a peer silent past its heart-beats (a partition
         # closes nothing) and stopped its receiver, which tells on_disconnected no more.
@@ -121,6 +127,7 @@ class _Listener(stomp.ConnectionListener):
         self.transport.connected = False
         if self.transport.conn is not None:  # not our own close()
             self.transport.outages.went_down()
+            self.transport.silent()
         for event in list(self.transport.receipts.values()):
             event.set()
         self.transport.interrupt()  # the worker's receive() connects again
@@ -164,6 +171,17 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         self.client = self.settings.connection_id(stable=bool(settings.durable_name))
         self._ids = itertools.count(1)
         self._last_attempt = 0.0
+        # A producer's frames without a receipt since the broker's last heart-beats: in
+        # doubt if the connection is found dead (with heart-beats on; without, a connection
+        # dies loudly or not at all as far as the harness can tell).
+        self.unheard = Unheard() if settings.sends_only and settings.options.heartbeat \
+            else None
+
+    def silent(self) -> None:
+        """The connection is gone: its frames no heart-beat answered for are in doubt."""
+        if self.unheard is not None:
+            self.unheard.lost(self.feedback, "a frame without a receipt written to a "
+                              "connection then found dead: read or not")
 
     def open(self) -> None:
         s = self.settings
@@ -315,7 +333,10 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         except (stomp.exception.StompException, OSError) as exc:
             self.connected = False
             self.outages.went_down()
+            self.silent()
             raise TransportError(f"send failed: {exc or type(exc).__name__}") from None
+        if event is None and self.unheard is not None and self.transaction is None:
+            self.unheard.last = message.seq
         if event is not None and not self._confirmed(event, headers):
             # The frame left and no receipt came (the connection went, or the broker is
             # silent): the broker may have kept it, so it is in doubt, not failed.

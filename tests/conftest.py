@@ -386,19 +386,32 @@ def redelivered_beside_a_killed_receiver(tmp_path: Path, module: str, queue: str
     return summary
 
 
+def manual_block(needle: str, language: str = "python") -> str:
+    """The code block of the manual's extending page, in `language`, that holds `needle`,
+    as the page has it (its list's indent taken off)."""
+    page = (ROOT / "contrib" / "docs" / "docs" / "extending.md").read_text()
+    block = re.search(rf"```{language}\n((?:(?!```).)*{re.escape(needle)}(?:(?!```).)*)```",
+                      page, re.DOTALL)
+    assert block, f"the worked example holding {needle!r} left the extending page"
+    return "\n".join(line.removeprefix("   ") for line in block.group(1).splitlines()) + "\n"
+
+
+def memory_example_ran(runs: Path) -> None:
+    """The manual's example transport's run (-rt 200 for 2 s, a Sender and a Receiver) as
+    it should be: every message sent arrived."""
+    (run_dir,) = runs.iterdir()
+    groups = json.loads((run_dir / "summary.json").read_text())["groups"]
+    assert groups["sender"]["sent"] == pytest.approx(400, abs=2)
+    assert groups["receiver"]["received"] == groups["sender"]["sent"]
+    assert groups["receiver"]["lost"] == 0
+
+
 def run_manual_example(name: str, module: str, prelude: str, args: list[str],
                        where: Path) -> subprocess.CompletedProcess[str]:
     """The code block of the manual's extending page that defines class `name`, as the page
     has it, saved as `module`.py in `where`; then `harness` with `args`, in a process that
     first runs `prelude` (the registration the page asks for) with `where` on its path."""
-    import re
-
-    page = (ROOT / "contrib" / "docs" / "docs" / "extending.md").read_text()
-    block = re.search(rf"```python\n((?:(?!```).)*class {name}(?:(?!```).)*)```", page,
-                      re.DOTALL)
-    assert block, f"the worked example of {name} left the extending page"
-    code = "\n".join(line.removeprefix("   ") for line in block.group(1).splitlines())
-    (where / f"{module}.py").write_text(code)
+    (where / f"{module}.py").write_text(manual_block(f"class {name}"))
     script = f"import sys; {prelude}; from harness.cli.app import main; " \
         "sys.argv[0] = 'harness'; main()"
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True,

@@ -393,7 +393,6 @@ PARTITION_RUN_S = 24
 # Sends nothing acknowledges, for which "sent" means written to the connection (STOMP
 # without receipts): those written after the partition and before the liveness check found
 # it are counted sent. (NATS core publishes are in doubt from the last PONG instead.)
-UNACKNOWLEDGED = {"stomp topics on ActiveMQ"}
 HEAL_AFTER_S = 4  # a transient partition: shorter than the liveness check takes to notice
 HEARTBEAT_S = 3.0  # the transports' default --heartbeat
 # Servers whose cases run at once: about a dozen runs, two processes each, on two cores.
@@ -436,7 +435,7 @@ def partition_problems(row: dict[str, Any], healed: bool, took: float) -> list[s
             out.append(f"{name}: outage {group['outage_ms']} ms, reconnects "
                        f"{group['reconnects']}")
     role = case.role.split(".")[1]
-    if role in ("Sender", "Publisher") and case.name not in UNACKNOWLEDGED:
+    if role in ("Sender", "Publisher"):
         # Nothing counted sent once the connection went silent: what is left sent, neither
         # in doubt nor refused, was sent before the partition. By the clock, not by
         # interval: a thread held in a call counts its sends when it comes back.

@@ -112,3 +112,39 @@ def test_an_extra_not_installed_is_named_not_a_traceback(installed: Path, tmp_pa
     assert done.returncode == 2
     assert done.stderr.strip() == ("harness: error: -m: the amqp transport needs the Python "
                                    "package pika: pip install 'broker-harness[amqp]'")
+
+
+def test_a_transport_plug_in_built_from_the_manual_installs_and_runs(installed: Path,
+                                                                      tmp_path: Path) -> None:
+    """The manual's example transport as a package of its own (its two blocks: the module and
+    the pyproject.toml with the entry point), installed beside the wheel: listed as a plug-in,
+    run end to end, and its registration leaves the built-in transports as they were."""
+    from tests.conftest import manual_block, memory_example_ran
+
+    package = tmp_path / "harness-memory"
+    package.mkdir()
+    (package / "harness_memory.py").write_text(manual_block("class MemoryTransport"))
+    (package / "pyproject.toml").write_text(manual_block("harness.transports", "toml"))
+    python = str(installed / "python")
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    subprocess.run([*pip, "install", "--no-build-isolation", str(package)], check=True,
+                   timeout=300, cwd=tmp_path)
+    try:
+        listed = run(installed, tmp_path, "modules")
+        assert listed.returncode == 0, listed.stderr
+        assert "memory.Sender" in listed.stdout and "memory.Receiver" in listed.stdout
+        assert "plug-in harness-memory" in listed.stdout
+        assert "memory.Requestor" not in listed.stdout  # its capabilities: queues only
+        assert "loopback.Sender" in listed.stdout and "kafka" in listed.stdout
+        done = run(installed, tmp_path, "run", "-m", "memory.Sender", "-d", "Q", "-rt", "200",
+                   "-rl", "2", "-ss", "1", "--no-ui", "-o", str(tmp_path / "runs"),
+                   "-g", "-m memory.Receiver -d Q")
+        assert done.returncode == 0, done.stderr
+        memory_example_ran(tmp_path / "runs")
+        # A module of a transport nobody registered is refused, naming every registered one.
+        wrong = run(installed, tmp_path, "run", "-m", "memroy.Sender", "-d", "Q", "-rl", "1")
+        assert wrong.returncode == 2 and "memory.<" in wrong.stderr, wrong.stderr
+    finally:
+        subprocess.run([*pip, "uninstall", "--yes", "harness-memory"], check=True,
+                       timeout=120)
+

@@ -27,7 +27,9 @@ def list_modules() -> None:
             transport.capabilities) if c in transport.capabilities)
         flavours = (f"; flavours {', '.join(transport.flavours)} (--flavour, the first the "
                     "default)" if transport.flavours else "")
-        console.print(f"  ({transport_name}: {transport.description}{flavours}; {features})",
-                      markup=False, style="dim")
+        plugin = TRANSPORTS[transport_name].plugin
+        source = f"; plug-in {plugin}" if plugin else ""
+        console.print(f"  ({transport_name}: {transport.description}{flavours}; {features}"
+                      f"{source})", markup=False, style="dim")
 
 

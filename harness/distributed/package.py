@@ -71,10 +71,11 @@ def _name(requirement: str) -> str:
     return re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
-def needed(extras: list[str]) -> list[metadata.Distribution]:
+def needed(extras: list[str], plugins: tuple[str, ...] = ()) -> list[metadata.Distribution]:
     """The installed distributions the harness imports with these extras (its transports'
-    clients), and theirs, less Spark's own."""
-    wanted: list[tuple[str, bool]] = [(DISTRIBUTION, True)]  # (name, must be installed)
+    clients) and these transport plug-ins, and theirs, less Spark's own."""
+    # (name, must be installed)
+    wanted: list[tuple[str, bool]] = [(DISTRIBUTION, True), *((p, True) for p in plugins)]
     seen: set[str] = set()
     found: list[metadata.Distribution] = []
     while wanted:
@@ -115,6 +116,13 @@ def extras_of(transports: list[str]) -> list[str]:
     return extras
 
 
+def plugins_of(transports: list[str]) -> tuple[str, ...]:
+    """The distributions of the transport plug-ins among these (extras_of checked them)."""
+    from harness.modules import TRANSPORTS
+
+    return tuple(TRANSPORTS[name].plugin for name in transports if TRANSPORTS[name].plugin)
+
+
 def _copy_distribution(dist: metadata.Distribution, into: Path) -> int:
     """A distribution's installed files (its RECORD) into a pip --target layout; bytes."""
     written = 0
@@ -143,7 +151,7 @@ def spark_package(directory: Path, transports: list[str]) -> SparkPackage:
         shutil.rmtree(deps)
     deps.mkdir()
     names = []
-    for dist in needed(extras_of(transports)):
+    for dist in needed(extras_of(transports), plugins_of(transports)):
         _copy_distribution(dist, deps)
         names.append(f"{dist.metadata['Name']} {dist.version}")
     (deps / PACKAGED).write_text(
