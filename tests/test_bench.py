@@ -50,6 +50,28 @@ def test_the_benchmark_runs_at_a_tiny_size(script: str, args: list[str], word: s
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
+# What the benchmarks share, not a benchmark of its own.
+SHARED = {"bare.py"}
+
+
 def test_every_benchmark_has_a_tiny_run() -> None:
-    scripts = {p.name for p in (ROOT / "contrib" / "bench").glob("*.py")}
+    scripts = {p.name for p in (ROOT / "contrib" / "bench").glob("*.py")} - SHARED
     assert scripts == {r[0] for r in RUNS}
+
+
+def test_the_benchmarks_import_one_another_in_one_direction() -> None:
+    """A script that imports another (its floor, its loop) is never imported back: what two
+    share lives in a file of its own (bare.py)."""
+    import ast
+
+    bench = ROOT / "contrib" / "bench"
+    stems = {p.stem for p in bench.glob("*.py")}
+    graph = {p.stem: {n.module for n in ast.walk(ast.parse(p.read_text()))
+                      if isinstance(n, ast.ImportFrom) and n.module in stems}
+             for p in bench.glob("*.py")}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(t == goal or (t not in seen and reaches(t, goal, seen | {t}))
+                   for t in graph[start])
+
+    assert [s for s in sorted(stems) if reaches(s, s, set())] == []

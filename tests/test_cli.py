@@ -1,5 +1,6 @@
+from harness.modules.interface.roles import ROLES
+
 from harness.spec.group import GroupSpec
-from harness.spec.roles import ROLES
 
 
 def test_modules_lists_every_transport_role_pair(harness):

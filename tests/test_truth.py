@@ -12,8 +12,7 @@ from hdrh.log import HistogramLogReader
 from rich.console import Console
 
 from harness.screen.console import print_summary
-from harness.spec.group import group_spec
-from harness.spec.roles import metrics_for
+from harness.spec.group import group_spec, metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.histogram import decode, encode, new_histogram
 from harness.stats.intervals import RunStats

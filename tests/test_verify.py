@@ -1,5 +1,4 @@
-from harness.spec.group import group_spec
-from harness.spec.roles import metrics_for
+from harness.spec.group import group_spec, metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.intervals import RunStats
 from harness.stats.recorder import Recorder

@@ -21,9 +21,9 @@ from typing import Any
 import pika.frame
 import pika.spec
 from harness.modules import TRANSPORTS, transport_class
+from harness.modules.interface.roles import ROLES
 
 from harness.spec.options import table
-from harness.spec.roles import ROLES
 from tests.conftest import ROOT, env, harness_command
 from tests.cutter import Cutter
 from tests.servers import Tansu

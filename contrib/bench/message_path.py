@@ -41,10 +41,10 @@ import time
 from array import array
 from collections import deque
 
+from bare import produce  # this directory's bare.py
 from harness.modules.interface.message import MAGIC, PREFIX, Message
 from harness.modules.loopback import LoopbackTransport, reset_broker
 from loopback import bare_pair  # this directory's loopback.py
-from transports import produce  # this directory's transports.py
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import Receiver, Sender

@@ -91,7 +91,6 @@ import functools
 import gc
 import json
 import os
-import random
 import select
 import socket
 import statistics
@@ -103,6 +102,9 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+from bare import POISSON, gaps, produce  # this directory's bare.py
+from message_path import best, floor_paths  # this directory's message_path.py
 
 ROOT = Path(__file__).resolve().parents[2]
 WARMUP = 1.0
@@ -130,16 +132,6 @@ FLOOR = [0.0, 0.0]
 BARE_ENV: dict[str, str] = {}
 # --baseline: the Python whose harness the consumer rows pair with this one's
 BASELINE: list[str] = []
-# --poisson: paced producers draw exponential gaps (bare loops and harness alike)
-POISSON = [False]
-
-
-def gaps(rate: float) -> Callable[[], float]:
-    """The gap before each paced send, in seconds: fixed, or with --poisson exponential
-    with the same mean."""
-    if POISSON[0]:
-        return functools.partial(random.expovariate, rate)
-    return functools.partial(float, 1 / rate)
 
 
 def poisson_flag() -> list[str]:
@@ -393,31 +385,6 @@ def redis_receive(destination: str, on_message, counted: list[int], end: float,
         if counted[1] != seen:
             seen, last = counted[1], time.monotonic()
     client.delete(name)
-
-
-def produce(send: Callable[[], object], write_out: Callable[[], object], start: float,
-            end: float, rate: float, sleep: Callable[[float], object] = time.sleep) -> int:
-    """Send until end, counting the sends in the window from start. Unthrottled, what is
-    queued is written every 64 sends; paced at `rate`, each send is made when due and what is
-    queued is written before the loop sleeps, as the harness's producers do."""
-    gap = gaps(rate) if rate else None
-    count = queued = 0
-    due = time.monotonic()
-    while (now := time.monotonic()) < end:
-        if gap is not None:
-            if due > now:
-                write_out()
-                queued = 0
-                sleep(max(due - time.monotonic(), 0))
-            due += gap()
-        send()
-        count += now >= start
-        queued += 1
-        if queued == 64:
-            queued = 0
-            write_out()
-    write_out()
-    return count
 
 
 def bare_producer(kind: str, broker: str, destination: str
@@ -908,7 +875,6 @@ def main() -> None:
           f"measured after {WARMUP:g} s warm-up; medians of {repeat} alternating runs")
     # Here, not at the top: the bare loops, this script's children, import no harness code
     # (but the microsecond selector of the JetStream loop that waits in its loop).
-    from message_path import best, floor_paths  # this directory's message_path.py
 
     from harness.engine.allocator import ENVIRONMENT
     BARE_ENV.update({**os.environ, **ENVIRONMENT})

@@ -10,7 +10,7 @@ def list_modules() -> None:
     """List every module (transport x role)."""
     from harness.errors import BadInput
     from harness.modules import TRANSPORTS, transport_class
-    from harness.spec.roles import ROLES
+    from harness.modules.interface.roles import ROLES
 
     width = max(map(len, TRANSPORTS)) + 1 + max(map(len, ROLES))
     for transport_name in TRANSPORTS:

@@ -49,11 +49,12 @@ from harness.merge.report import render
 from harness.merge.spark import MergeError, hadoop_path, merge, session, spark_failure
 from harness.rundir.sinks import Closed, Shown, Sink
 from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
-from harness.spec.roles import metrics_for
+from harness.spec.group import metrics_for
 from harness.spec.run import RunSpec
-from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.intervals import RunStats
 from harness.stats.reports import IntervalReport
 from harness.stats.slo import judged_exit
+from harness.stats.views import IntervalView
 
 HELLO_TIMEOUT_S = 120.0
 # How far ahead the nodes are told to start: the message reaches them in milliseconds.

@@ -32,9 +32,8 @@ from harness.errors import StartFailure
 from harness.modules import transport_class
 from harness.modules.interface.base import Transport
 from harness.modules.interface.optional import EmbeddedBroker, PushedDelivery
-from harness.spec.group import GroupSpec
+from harness.spec.group import GroupSpec, metrics_for
 from harness.spec.payloads import pool, read_payloads
-from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec, run_steps
 from harness.spec.sizes import parse_sizes
 from harness.spec.steps import step_at, step_bounds

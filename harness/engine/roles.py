@@ -546,7 +546,7 @@ class Requestor(Worker):
             rec.delay.append((sent - intended) // 1000)
 
 
-# The thread class that plays each of the six roles of harness.spec.roles.ROLES.
+# The thread class that plays each of the six roles of harness.modules.interface.roles.ROLES.
 WORKERS: dict[str, type[Worker]] = {
     "Sender": Sender, "Receiver": Receiver, "Publisher": Publisher, "Subscriber": Subscriber,
     "Requestor": Requestor, "Responder": Responder,

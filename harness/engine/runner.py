@@ -27,6 +27,7 @@ from harness.engine import open_files
 from harness.engine.cell import CellPlan
 from harness.engine.processes import ChildCell, LocalCell
 from harness.errors import StartFailure
+from harness.modules.interface.roles import ROLES
 from harness.rundir.sinks import RUN_DIR_SINKS, Closed, Shown, Sink, Where
 from harness.rundir.writer import (
     host_facts,
@@ -34,11 +35,11 @@ from harness.rundir.writer import (
     scrub,
     write_json_atomic,
 )
-from harness.spec.roles import ROLES, metrics_for
+from harness.spec.group import metrics_for
 from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints, exclusive_consumers
 from harness.stats.histogram import decode, new_histogram, percentiles
-from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.intervals import RunStats
 from harness.stats.records import SCHEMA_VERSION, end_records, event_record, report_records
 from harness.stats.reports import (
     BalanceReport,
@@ -51,6 +52,7 @@ from harness.stats.reports import (
 )
 from harness.stats.slo import judged_exit
 from harness.stats.timeline import Timeline
+from harness.stats.views import IntervalView
 
 START_MARGIN_S = 0.3
 # A stop decided during the run (an interrupt, the last producer done) is announced this far

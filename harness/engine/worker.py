@@ -18,8 +18,8 @@ from harness.engine.pacing import Schedule
 from harness.modules.interface.base import COMMIT_IN_DOUBT, Transport, TransportError, connect
 from harness.modules.interface.message import Destination
 from harness.modules.interface.optional import ClientLoop, PartitionOrder, Transactions
+from harness.modules.interface.roles import ROLES
 from harness.spec.payloads import drawn
-from harness.spec.roles import ROLES
 from harness.spec.sizes import DECK, parse_sizes
 from harness.spec.steps import burst_share, parse_burst
 from harness.spec.template import cycle, expand

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from harness.errors import BadInput
+from harness.modules.interface.roles import ROLES
 from harness.rundir.reader import run_from_manifest
-from harness.spec.roles import ROLES
 
 # ActiveMQ 4.0 in the paper (seconds), fitted over r in {1, 2, 5, 10}.
 PAPER = {"t_rcv": 4.9e-5, "t_fltr": 1.6e-7, "t_tx": 1.5e-5}

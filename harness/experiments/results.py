@@ -11,12 +11,12 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.spec.roles import ROLES
+from harness.modules.interface.roles import ROLES
 from harness.spec.run import RunSpec
 from harness.spec.topology import is_consumer
 from harness.stats.backlog import Backlog
 from harness.stats.figures import run_loss, us_per_message
-from harness.stats.intervals import IntervalView
+from harness.stats.views import IntervalView
 
 # The backlog grows if it rises faster than this share of the delivered rate (and at least
 # one message a second) over the measured phase.

@@ -22,16 +22,18 @@ from typing import Any
 import orjson
 from hdrh.histogram import HdrHistogram
 
+from harness.modules.interface.roles import ROLES
 from harness.rundir.reader import Interval, interval_of, run_from_manifest
 from harness.rundir.schema import READABLE, REQUIRED, SCHEMA_VERSION, problem, upgrade
 from harness.rundir.writer import hlog_line
-from harness.spec.roles import ROLES, metrics_for
+from harness.spec.group import metrics_for
 from harness.spec.run import RunSpec
 from harness.stats.counts import Counts, Tally
 from harness.stats.figures import rate
 from harness.stats.histogram import encode, new_histogram, percentiles
-from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.intervals import RunStats
 from harness.stats.records import closing_records
+from harness.stats.views import IntervalView
 
 PROBLEM = -1  # the slot key of a record this release cannot read: sorted first
 END = 1 << 62  # the slot key of what belongs to no slot: sorted after every slot

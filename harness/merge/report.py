@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from harness.errors import BadInput
-from harness.spec.roles import ROLES
+from harness.modules.interface.roles import ROLES
 from harness.stats.figures import cost_cells
 from harness.units import format_us
 

@@ -14,13 +14,13 @@ import orjson
 
 from harness.errors import BadInput
 from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
-from harness.spec.group import GroupSpec
+from harness.spec.group import GroupSpec, metrics_for
 from harness.spec.options import in_scope
-from harness.spec.roles import metrics_for
 from harness.spec.run import RunSpec
-from harness.stats.intervals import IntervalView, RunStats
+from harness.stats.intervals import RunStats
 from harness.stats.records import into_reports
 from harness.stats.reports import IntervalReport
+from harness.stats.views import IntervalView
 from harness.textfiles import read_text
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.rundir.writer import RunWriter
-from harness.stats.intervals import IntervalView
 from harness.stats.reports import IntervalReport
+from harness.stats.views import IntervalView
 
 
 @dataclass

@@ -25,8 +25,8 @@ from harness.stats.figures import (
     us_per_message,
 )
 from harness.stats.histogram import new_histogram, percentiles
-from harness.stats.intervals import IntervalView
 from harness.stats.recorder import COUNTERS
+from harness.stats.views import IntervalView
 
 HISTORY = 120  # intervals of rate history kept for the sparkline
 

@@ -20,8 +20,8 @@ from harness.stats.figures import (
     rate,
 )
 from harness.stats.histogram import percentiles
-from harness.stats.intervals import IntervalView
 from harness.stats.slo import EXIT_SLO
+from harness.stats.views import IntervalView
 from harness.units import format_us
 
 

@@ -11,7 +11,7 @@ from collections import deque
 from harness.engine.runner import LiveControls, RunResult
 from harness.screen.board import Board
 from harness.screen.feed import Feed, Status
-from harness.stats.intervals import IntervalView
+from harness.stats.views import IntervalView
 
 
 class LiveFeed(Feed):

@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.rundir.reader import RecordedRun, event_text
 from harness.screen.board import Board
 from harness.screen.feed import Feed, Status
-from harness.stats.intervals import IntervalView
+from harness.stats.views import IntervalView
 
 
 @dataclass(frozen=True)

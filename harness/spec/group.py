@@ -17,10 +17,10 @@ from harness.errors import BadInput
 from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.base import Capability
 from harness.modules.interface.optional import EmbeddedBroker, Multiplexed
+from harness.modules.interface.roles import ROLES
 from harness.modules.interface.settings import GROUP_FIELDS, Settings
 from harness.spec.options import field_values, password, table
 from harness.spec.payloads import MOST_BYTES, read_payloads
-from harness.spec.roles import ROLES
 from harness.spec.sizes import parse_sizes
 from harness.spec.steps import RateStep, parse_burst, parse_steps
 from harness.spec.template import TemplateError, check, expand
@@ -557,3 +557,25 @@ def validate_group(group: GroupSpec, index: int) -> None:
                        "Receiver, Subscriber and Responder receive")
     if group.durable_name and (role.kind != "topic" or role.produces):
         raise BadInput("--durable-name", "durable subscriptions are for Subscriber")
+
+
+def metrics_for(group: GroupSpec) -> list[str]:
+    """The latency metrics a group records, in the order every output lists them."""
+    role = ROLES[group.role]
+    names = ["latency"] if role.consumes else []
+    names.append("service")
+    if role.produces and group.per_thread_rate:
+        names.append("delay")
+    if group.confirmed:
+        # From the send to the broker's confirmation, as RabbitMQ PerfTest reports it.
+        names.append("confirm")
+    if group.clients:
+        # From a client's connect to the broker's answer (MQTT's CONNACK), and a consumer's
+        # subscribe to its answer (SUBACK).
+        names.append("connect")
+        if role.consumes:
+            names.append("subscribe")
+    if role.consumes and group.consumer_latency:
+        # A slow consumer's processing time for each message (--consumer-latency).
+        names.append("process")
+    return names

@@ -4,8 +4,8 @@ a run of this length would send, and the files the run would write."""
 
 from __future__ import annotations
 
+from harness.modules.interface.roles import ROLES
 from harness.spec.group import GroupSpec
-from harness.spec.roles import ROLES
 from harness.spec.run import RunSpec
 from harness.spec.steps import parse_steps
 

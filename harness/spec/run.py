@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.errors import BadInput
+from harness.modules.interface.roles import ROLES
 from harness.spec.backlog import parse_backlog
 from harness.spec.group import GroupSpec, parsed, validate_group
 from harness.spec.options import field_values, in_scope
-from harness.spec.roles import ROLES
 from harness.spec.steps import RateStep, parse_steps
 
 _GROUP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")

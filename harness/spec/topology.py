@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from harness.spec.roles import ROLES
+from harness.modules.interface.roles import ROLES
 from harness.spec.run import RunSpec
 
 

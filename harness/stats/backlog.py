@@ -5,14 +5,12 @@ warm-up ended, which the consumers then received inside the measured span."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.spec.run import RunSpec
 from harness.spec.topology import endpoints
 from harness.stats.figures import kept
-
-if TYPE_CHECKING:  # harness.stats.intervals reads left_over
-    from harness.stats.intervals import IntervalView
+from harness.stats.views import IntervalView
 
 # The backlog the warm-up left is said where it is at least this many messages and this
 # share of what the consumers received while measured: their rate is that much above what

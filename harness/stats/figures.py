@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness.spec.roles import ROLES
+from harness.modules.interface.roles import ROLES
 from harness.spec.run import RunSpec
 
 # The ActiveMQ paper's rule: above this a client may itself be the bottleneck.

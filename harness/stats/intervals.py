@@ -10,7 +10,7 @@ by node (a merged run's nodes each have their own span).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
@@ -19,6 +19,7 @@ from harness.spec.group import GroupSpec
 from harness.spec.run import RunSpec, run_steps
 from harness.spec.steps import asked_rates, parse_steps, step_bounds
 from harness.spec.topology import endpoints, exclusive_consumers, is_consumer, is_producer
+from harness.stats.backlog import FillAndDrain, warmup_left
 from harness.stats.figures import (
     BROKER_CPU_LABEL,
     CLIENT_CPU_LIMIT,
@@ -30,7 +31,6 @@ from harness.stats.figures import (
     kept,
     mean,
     per_core_rate,
-    rate,
     role_count,
     summed_rate,
     us_per_message,
@@ -40,83 +40,7 @@ from harness.stats.memory import Memory
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, StreamEnd, add_partitions
 from harness.stats.verify import count_in, pack_bits, union_count, union_of, unpack_bits
-
-if TYPE_CHECKING:  # imported where a run has --backlog (it reads this module's views)
-    from harness.stats.backlog import FillAndDrain
-
-
-@dataclass
-class GroupInterval:
-    role: str
-    counters: dict[str, int]
-    histograms: dict[str, HdrHistogram]
-    threads_up: int
-    threads: int
-    producing: int
-    cpu: float  # highest CPU% (of one core) among the processes running the group
-    # Histograms already encoded, where one process measured the metric: the .hlog's text.
-    texts: dict[str, str] = field(default_factory=dict)
-    # Per partition, where the transport reports them: (msg/s, lag) (GroupPart.partitions).
-    partitions: dict[str, tuple[float, int]] | None = None
-    clients: int = 0  # with --clients: the group's clients, and those connected
-    clients_up: int = 0
-
-    @property
-    def lag(self) -> int | None:
-        """The consumers' lag over every partition whose lag is known; None if none is."""
-        known = [lag for _, lag in (self.partitions or {}).values() if lag >= 0]
-        return sum(known) if known else None
-
-    def text(self, metric: str) -> str:
-        """The metric's histogram, encoded."""
-        return self.texts.get(metric) or encode(self.histograms[metric])
-
-    @property
-    def count(self) -> int:
-        return role_count(self.role, self.counters)
-
-    @property
-    def us_per_message(self) -> float | None:
-        return us_per_message(self.counters["cpu_us"], self.count)
-
-
-@dataclass
-class NodeInterval:
-    """One node's share of an interval: enough to see a slow or client-bound node."""
-
-    counts: dict[str, int]  # per group, what its role counts (sent or received)
-    errors: int
-    cpu: float  # highest CPU% (of one core) among the node's processes
-
-    def rates(self, seconds: float) -> dict[str, float]:
-        """Each group's rate on this node over an interval of `seconds`."""
-        return {name: rate(count, seconds) for name, count in self.counts.items()}
-
-
-@dataclass
-class IntervalView:
-    index: int
-    start: float
-    length: float
-    phase: str
-    groups: dict[str, GroupInterval]
-    cpu_max: float
-    broker_cpu: float | None = None
-    machine_cpu: float | None = None  # % of all the client machine's cores
-    # Where the reports came from more than one node: each node's share.
-    nodes: dict[str, NodeInterval] = field(default_factory=dict)
-    # --backlog: the backlog at the interval's end, its unit, and whether the consumers were
-    # held through the interval.
-    backlog: tuple[int, str, bool] | None = None
-
-
-def view_phase(reports: list[IntervalReport]) -> str:
-    """The phase an interval shows: measuring if any process (or node) measured in it."""
-    phases = {r.phase for r in reports}
-    for phase in ("measure", "warmup", "drain"):
-        if phase in phases:
-            return phase
-    return "measure"
+from harness.stats.views import GroupInterval, IntervalView, NodeInterval, view_phase
 
 
 @dataclass
@@ -200,7 +124,6 @@ class RunStats:
         # backlog to the goal (the controller then releases the consumers).
         self.fill: FillAndDrain | None = None
         if run.backlog:
-            from harness.stats.backlog import FillAndDrain
             self.fill = FillAndDrain(run, *parse_backlog(run.backlog))
         self.released = False
 
@@ -491,8 +414,6 @@ class RunStats:
     def warmup_left(self) -> dict[str, int]:
         """The backlog the warm-up left, where it lifts a measured rate (harness.stats.
         backlog.warmup_left): by the end of each process's own warm-up."""
-        from harness.stats.backlog import warmup_left
-
         measured: dict[str, dict[str, int]] = {}
         for t in self.groups:
             span = measured[t.spec.name] = dict.fromkeys(COUNTERS, 0)

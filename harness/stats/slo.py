@@ -370,7 +370,7 @@ def targets(run: Any, nodes: int = 1) -> dict[str, float]:
 
 def thresholds(run: Any, nodes: int = 1, flag: str = "--slo") -> list[Threshold]:
     """The run's thresholds, parsed against its groups (harness.spec.run.RunSpec)."""
-    from harness.spec.roles import metrics_for
+    from harness.spec.group import metrics_for
 
     groups = {g.name: metrics_for(g) for g in run.groups}
     aims = targets(run, nodes)

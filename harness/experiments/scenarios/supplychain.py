@@ -24,7 +24,7 @@ from typing import Any
 from harness.spec.group import GroupSpec
 from harness.spec.options import CREDENTIALS, in_scope
 from harness.spec.run import RunSpec
-from harness.stats.intervals import IntervalView
+from harness.stats.views import IntervalView
 
 # Message size classes (bytes) and the distributions of Table II's ranges, as (size, weight).
 SIZE_CLASSES = {"small": 1024, "medium": 4096, "large": 16384, "very-large": 65536}
