@@ -19,7 +19,9 @@ RUNS = [
     ("callback.py", ["--transport", "nats", "--messages", "2000"], "ns", True),
     ("clients.py", ["--clients", "50", "--seconds", "1", "--warmup", "1", "--connect-rate",
                     "0"], "harness / bare", True),
-    ("distributed.py", ["--seconds", "1", "--repeat", "1"], "msg/s", False),
+    # one Spark run of the three: each starts a cluster (a minute here)
+    ("distributed.py", ["--seconds", "1", "--repeat", "1", "--only",
+                        "one machine,streaming,2 nodes"], "msg/s", False),
     ("fuzz.py", ["sizes", "--seconds", "1", "--cases", "{tmp}"], "crash(es)", False),
     ("interval_work.py", ["--rate", "200", "--seconds", "2"], "us", False),
     ("kafka.py", ["--seconds", "1", "--repeat", "1", "--paced-rate", "500", "--fed-rate",
@@ -29,6 +31,7 @@ RUNS = [
     ("merge.py", ["--shape", "2x20", "--shape", "4x20"], "rows/s", False),
     ("message_path.py", ["--messages", "5000"], "ns", False),
     ("metrics.py", ["--seconds", "1", "--pairs", "1"], "with / without", False),
+    ("runs_index.py", ["--runs", "200"], "runs/s", False),
     ("transports.py", ["--seconds", "0.5", "--repeat", "1", "--only", "nats.Sender",
                        "--no-unthrottled", "--paced-rate", "200"], "bare", True),
     ("ui.py", ["--seconds", "1", "--pairs", "1"], "with / without", False),

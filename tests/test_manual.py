@@ -65,12 +65,18 @@ def fixtures(where: Path) -> None:
 CASES = commands()
 
 
+def is_run(command: str) -> bool:
+    return re.match(r"harness run(\s|$)", command) is not None
+
+
+RUNS = [c for c in CASES if is_run(c[1])]
+
+
 def test_the_manual_has_commands_to_check():
-    assert len([c for _, c in CASES if c.startswith("harness run")]) >= 40
+    assert len(RUNS) >= 40
 
 
-@pytest.mark.parametrize(("page", "command"), [c for c in CASES if c[1].startswith(
-    "harness run")], ids=[f"{p}:{c[12:60]}" for p, c in CASES if c.startswith("harness run")])
+@pytest.mark.parametrize(("page", "command"), RUNS, ids=[f"{p}:{c[12:60]}" for p, c in RUNS])
 def test_each_run_in_the_manual_checks(page, command, tmp_path):
     skipped = [why for part, why in NOT_CHECKED.items() if part in command]
     if skipped:
@@ -100,7 +106,7 @@ def a_run(tmp_path_factory) -> Path:
     return run
 
 
-OTHERS = [c for c in CASES if not c[1].startswith("harness run")]
+OTHERS = [c for c in CASES if not is_run(c[1])]
 
 
 @pytest.mark.parametrize(("page", "command"), OTHERS, ids=[f"{p}:{c[8:50]}" for p, c in OTHERS])
@@ -109,6 +115,8 @@ def test_each_other_command_in_the_manual_runs(page, command, a_run, tmp_path):
         return  # listed in NOT_CHECKED with the reason
     for named in re.findall(r"\bruns/\S+", command):  # the runs it names, made
         shutil.copytree(a_run, tmp_path / named.replace("*", "20261128T122054Z"))
+    if command.startswith("harness runs"):  # the runs it lists: runs/ by default
+        shutil.copytree(a_run, tmp_path / "runs" / a_run.name)
     done = subprocess.run(
         ["bash", "-c", f"harness() {{ {sys.executable} -m harness \"$@\"; }}; {command}"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env(),

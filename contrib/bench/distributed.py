@@ -3,7 +3,7 @@
 (each node one executor core), and what streaming every interval to the driver costs, with
 and without the live screen, side by side in one run. Prints figures; asserts nothing.
 
-    .venv/bin/python contrib/bench/distributed.py [--seconds 5] [--repeat 2]
+    .venv/bin/python contrib/bench/distributed.py [--seconds 5] [--repeat 2] [--only ROWS]
 
 Every row is one unthrottled loopback sender and receiver per node (the loopback broker lives
 in the node's process), run for --seconds after a one-second warm-up; the rate is what the
@@ -157,15 +157,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
     parser.add_argument("--repeat", type=int, default=2, help="rounds of all rows, interleaved")
+    parser.add_argument("--only", default="", help="the rows to run, comma-separated (default: "
+                        "all): a quick look, or the suite's tiny run")
     args = parser.parse_args()
+    names = [name for name, _ in ROWS]
+    chosen = [n.strip() for n in args.only.split(",") if n.strip()] or names
+    if unknown := [n for n in chosen if n not in names]:
+        parser.error(f"--only: {', '.join(unknown)} not among the rows {', '.join(names)}")
+    rows = [(name, make) for name, make in ROWS if name in chosen]
     output = Path(tempfile.mkdtemp(prefix="harness-bench-"))
-    rates: dict[str, list[float]] = {name: [] for name, _ in ROWS}
-    driver_cpu: dict[str, list[float]] = {name: [] for name, _ in ROWS}
+    rates: dict[str, list[float]] = {name: [] for name, _ in rows}
+    driver_cpu: dict[str, list[float]] = {name: [] for name, _ in rows}
     shares: list[float] = []
     starts: list[float] = []
     last_run = output
     for round_ in range(args.repeat):
-        for name, make in ROWS:
+        for name, make in rows:
             began = time.monotonic()
             row = make(args.seconds, output)
             rates[name].append(row.rate)
@@ -187,14 +194,19 @@ def main() -> None:
         print(f"{name:<18}{median[name]:>22,.0f}{cpu:>12}   " +
               ", ".join(f"{v:,.0f}" for v in values))
     print()
-    print(f"2 nodes / 1 node: {median['2 nodes'] / median['1 node']:.2f}x")
-    print(f"stream cost (1 - streaming / one machine): "
-          f"{100 * (1 - median['streaming'] / median['one machine']):+.1f}%; the stream's own "
-          f"CPU: {100 * statistics.median(shares):.3f}% of the process's")
-    print(f"2 nodes, screen / console: {median['2 nodes, screen'] / median['2 nodes']:.3f}")
-    print(f"Spark start-up (session and executors): median {statistics.median(starts):.1f} s, "
-          f"range {min(starts):.1f}-{max(starts):.1f} s")
-    print(f"the last 2-node run's merged files: {run_files(last_run)}")
+    if {"2 nodes", "1 node"} <= median.keys():
+        print(f"2 nodes / 1 node: {median['2 nodes'] / median['1 node']:.2f}x")
+    if {"streaming", "one machine"} <= median.keys():
+        print(f"stream cost (1 - streaming / one machine): "
+              f"{100 * (1 - median['streaming'] / median['one machine']):+.1f}%; the stream's "
+              f"own CPU: {100 * statistics.median(shares):.3f}% of the process's")
+    if {"2 nodes, screen", "2 nodes"} <= median.keys():
+        print(f"2 nodes, screen / console: {median['2 nodes, screen'] / median['2 nodes']:.3f}")
+    if starts:
+        print(f"Spark start-up (session and executors): median {statistics.median(starts):.1f} "
+              f"s, range {min(starts):.1f}-{max(starts):.1f} s")
+    if "2 nodes" in median:
+        print(f"the last 2-node run's merged files: {run_files(last_run)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,16 @@
 """The `harness` command line: one module per command, registered on one application."""
 
-from harness.cli import analyze, export, merge, modules, package, profiles, run, view  # noqa: F401 - registers
+from harness.cli import (  # noqa: F401 - registers
+    analyze,
+    export,
+    merge,
+    modules,
+    package,
+    profiles,
+    run,
+    runs,
+    view,
+)
 from harness.cli.app import app, main, one_line_help
 
 one_line_help(app)

@@ -200,6 +200,8 @@ COMMON: tuple[Option, ...] = (
            "Pushgateway (http://host:9091), for runs shorter than a scrape.", scope=R),
     Option("push-intervals", bool, False, "With --pushgateway: push every interval's "
            "figures too, not only the final ones.", scope=R),
+    Option("label", str, None, "A label KEY=VALUE recorded in the run's manifest, to find the "
+           "run by with `harness runs --label` (repeatable).", scope=R, multiple=True),
     Option("run-id", str, None, "Run id; give every node of a multi-node run the same one, so "
            "that `harness merge` knows their files belong together (default: a new random "
            "id).", scope=R),

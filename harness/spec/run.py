@@ -52,6 +52,8 @@ class RunSpec:
     # Backlog, then drain (harness.spec.backlog's text): the consumers held until their
     # destinations hold this many messages or bytes.
     backlog: str | None = None
+    # --label KEY=VALUE: recorded in the manifest for `harness runs --label`
+    label: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +66,18 @@ def run_spec(given: dict[str, Any], groups: list[GroupSpec]) -> RunSpec:
         del values["node"]
     options = {o.name: values.pop(o.name) for o in in_scope("run") if o.transports}
     return RunSpec(groups=groups, options=options, **values)
+
+
+def parse_labels(items: list[str], flag: str) -> dict[str, str]:
+    """KEY=VALUE items (--label) as a mapping; BadInput naming the flag otherwise."""
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", key):
+            raise BadInput(flag, f"{item!r}: give KEY=VALUE, the key letters, digits, "
+                           "'_', '.' or '-'")
+        labels[key] = value
+    return labels
 
 
 def _above_zero(flag: str, value: float) -> None:
@@ -184,6 +198,7 @@ def validate_run(run: RunSpec) -> None:
     if run.run_id is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", run.run_id):
         raise BadInput("--run-id", f"{run.run_id!r}: use up to 64 letters, digits, '.', '_' "
                        "or '-'")
+    parse_labels(run.label, "--label")
     if not _GROUP_NAME.match(run.name):
         raise BadInput("--name", f"{run.name!r} must be a letter followed by letters, digits, "
                        "- or _")

@@ -1,0 +1,90 @@
+"""`harness runs`: past runs listed from their manifests and summaries, newest first,
+filtered by name, module, start and label, as a table, JSON lines or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import env, harness_command
+
+
+def runs(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(harness_command("runs", *args), capture_output=True, text=True,
+                          timeout=60, env=env())
+
+
+def test_runs_are_listed_newest_first_filtered_and_as_scripts_read_them(harness,
+                                                                         tmp_path: Path):
+    tree = tmp_path / "tree"
+    made = []
+    for out, args in (("a", ["-m", "loopback.Sender", "-d", "Q", "--label", "env=ci",
+                             "--label", "build=7", "-g", "-m loopback.Receiver -d Q"]),
+                      ("a", ["-m", "loopback.Sender", "-d", "Q", "-rt", "200", "--label",
+                             "env=lab", "-g", "-m loopback.Receiver -d Q"]),
+                      ("b/deep", ["-m", "loopback.Publisher", "-d", "T", "-n", "nightly",
+                                  "--slo", "lost == 0", "-g", "-m loopback.Subscriber -d T"])):
+        done = harness("run", *args, "-rt", "100", "-rl", "1", "-ss", "1", "--no-ui", "-o",
+                       str(tree / out), output=False)
+        assert done.code == 0, done.stderr
+        made.append(max((tree / out).iterdir(), key=lambda p: p.stat().st_mtime))
+        time.sleep(1.1)  # starts a second apart: the order is the starts'
+    # Not a run: a directory of notes beside them is passed over.
+    (tree / "notes").mkdir()
+    (tree / "notes" / "readme.txt").write_text("not a run")
+
+    listed = runs(str(tree), "-f", "json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [Path(r["path"]) for r in rows] == made[::-1]
+    for row, run_dir in zip(rows, made[::-1], strict=True):
+        summary = json.loads((run_dir / "summary.json").read_text())
+        producers = [g for g in summary["groups"].values() if g["sent"]]
+        assert row["rate"] == sum(g["rate"] for g in producers)
+        consumer = next(g for g in summary["groups"].values() if g["received"])
+        assert row["p99_us"] == consumer["latency"]["p99"]
+        assert row["lost"] == 0 and row["status"] == "complete"
+    assert rows[0]["name"] == "nightly" and rows[0]["slo"] is True
+    assert rows[0]["modules"] == ["loopback.Publisher", "loopback.Subscriber"]
+    assert rows[2]["labels"] == {"env": "ci", "build": "7"} and rows[1]["slo"] is None
+
+    def paths(*filters: str) -> list[Path]:
+        done = runs(str(tree), "-f", "json", *filters)
+        assert done.returncode == 0, done.stderr
+        return [Path(json.loads(line)["path"]) for line in done.stdout.splitlines()]
+
+    assert paths("--label", "env=ci") == [made[0]]
+    assert paths("--label", "build=7", "--label", "env=lab") == []
+    assert paths("--module", "Subscriber") == [made[2]]
+    assert paths("--name", "run") == [made[1], made[0]]
+    assert paths("--last", "1") == [made[2]]
+    assert paths("--since", "1h") == made[::-1]
+    assert paths("--since", "2099-01-01") == []
+
+    table = runs(str(tree), "-f", "csv")
+    parsed = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert [Path(r["path"]) for r in parsed] == made[::-1]
+    assert parsed[0]["slo"] == "true" and parsed[2]["labels"] == "env=ci build=7"
+    shown = runs(str(tree))
+    assert "3 run(s)" in shown.stdout and "nightly" in shown.stdout
+
+    # A run directory cut off (its summary never written) is still listed, with what it has.
+    shutil.copytree(made[0], tree / "cut")
+    (tree / "cut" / "summary.json").write_text('{"groups": {"sender": {"rate"')
+    assert tree / "cut" in paths()
+
+
+def test_bad_runs_input_is_one_line(tmp_path: Path):
+    for args, flag in ((["--format", "xml"], "--format"), (["--since", "soon"], "--since"),
+                       (["--label", "novalue"], "--label"), (["--last", "0"], "--last")):
+        done = runs(str(tmp_path), *args)
+        assert done.returncode == 2 and done.stderr.startswith(f"harness: error: {flag}: "), \
+            done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    missing = runs(str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
