@@ -6,6 +6,7 @@ Every --slo expression in the manual is parsed too."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -115,8 +116,15 @@ def test_each_other_command_in_the_manual_runs(page, command, a_run, tmp_path):
         return  # listed in NOT_CHECKED with the reason
     for named in re.findall(r"\bruns/\S+", command):  # the runs it names, made
         shutil.copytree(a_run, tmp_path / named.replace("*", "20261128T122054Z"))
-    if command.startswith("harness runs"):  # the runs it lists: runs/ by default
-        shutil.copytree(a_run, tmp_path / "runs" / a_run.name)
+    if command.startswith(("harness runs", "harness compare --last")):
+        # The runs it lists under runs/, two of them, bearing the labels it asks for.
+        labels = re.findall(r"--label\s+(\S+)", command)
+        for copy in ("1", "2"):
+            shutil.copytree(a_run, tmp_path / "runs" / f"{a_run.name}-{copy}")
+            manifest = tmp_path / "runs" / f"{a_run.name}-{copy}" / "manifest.json"
+            recorded = json.loads(manifest.read_text())
+            recorded["options"]["label"] = labels
+            manifest.write_text(json.dumps(recorded))
     done = subprocess.run(
         ["bash", "-c", f"harness() {{ {sys.executable} -m harness \"$@\"; }}; {command}"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env(),

@@ -73,6 +73,20 @@ def test_runs_are_listed_newest_first_filtered_and_as_scripts_read_them(harness,
     shown = runs(str(tree))
     assert "3 run(s)" in shown.stdout and "nightly" in shown.stdout
 
+    # harness compare takes the newest runs that pass the same filters, oldest first.
+    page = tmp_path / "compare.html"
+    compared = subprocess.run(harness_command(
+        "compare", "--last", "2", "--runs-dir", str(tree), "--name", "run", "-o", str(page)),
+        capture_output=True, text=True, timeout=120, env=env())
+    assert compared.returncode == 0, compared.stderr
+    assert [line.split(":")[0].strip() for line in compared.stdout.splitlines()[:2]] == \
+        [made[0].name, made[1].name]
+    assert page.stat().st_size > 1000
+    alone = subprocess.run(harness_command(
+        "compare", "--last", "2", "--runs-dir", str(tree), "--module", "Subscriber"),
+        capture_output=True, text=True, timeout=120, env=env())
+    assert alone.returncode == 2 and "1 run(s)" in alone.stderr, alone.stderr
+
     # A run directory cut off (its summary never written) is still listed, with what it has.
     shutil.copytree(made[0], tree / "cut")
     (tree / "cut" / "summary.json").write_text('{"groups": {"sender": {"rate"')

@@ -81,19 +81,36 @@ def report_command(
 
 @app.command("compare")
 def compare_command(
-    run_dirs: Annotated[list[Path], typer.Argument(
-        help="Two or more run directories (of brokers, versions, settings).",
-        show_default=False)],
+    run_dirs: Annotated[list[Path] | None, typer.Argument(
+        help="Two or more run directories (of brokers, versions, settings); or none, with "
+        "--last.", show_default=False)] = None,
     output: Annotated[Path, typer.Option(
         "-o", "--output", help="Where to write it.")] = Path("compare.html"),
     tag: Annotated[str | None, typer.Option(
         "--tag", help="The metric to compare, GROUP.METRIC (default: the first consumer's "
         "latency the runs have in common, e.g. receiver.latency).")] = None,
+    last: Annotated[int | None, typer.Option(
+        "--last", help="Compare the newest N runs under --runs-dir that pass the filters "
+        "(as `harness runs` lists them).", show_default=False)] = None,
+    runs_dir: Annotated[Path, typer.Option(
+        "--runs-dir", help="With --last: the tree to take them from.")] = Path("runs"),
+    name: Annotated[str | None, typer.Option(
+        "--name", help="With --last: only runs of this name.", show_default=False)] = None,
+    module: Annotated[str | None, typer.Option(
+        "--module", help="With --last: only runs with a group whose module holds this.",
+        show_default=False)] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", help="With --last: only runs started since (7d, 12h, 2026-11-01).",
+        show_default=False)] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", help="With --last: only runs given this --label KEY=VALUE (repeatable).",
+        show_default=False)] = None,
 ) -> None:
     """compare.html: several runs on shared axes (latency distribution, throughput, latency
     against attempted rate), each labelled by what differs between their manifests."""
     from harness.merge.compare import compare
 
+    run_dirs = _chosen(run_dirs or [], last, runs_dir, name, module, since, label or [])
     for run_dir in run_dirs:
         if not (run_dir / "manifest.json").is_file():
             raise BadInput("RUN_DIR", f"{run_dir} is not a run directory (no manifest.json)")
@@ -102,3 +119,31 @@ def compare_command(
     for run_dir, name in zip(run_dirs, names, strict=True):
         console.print(f"  {run_dir.name}: {name}", markup=False)
     console.print(f"wrote {output} ({compared})", markup=False)
+
+
+def _chosen(run_dirs: list[Path], last: int | None, runs_dir: Path, name: str | None,
+            module: str | None, since: str | None, label: list[str]) -> list[Path]:
+    """The runs compare draws: those given, or the newest --last N that pass the filters."""
+    from harness.rundir.index import Filters, index, since_epoch
+    from harness.spec.run import parse_labels
+
+    filters = {"--name": name, "--module": module, "--since": since, "--label": label,
+               "--runs-dir": runs_dir if runs_dir != Path("runs") else None}
+    if last is None:
+        for flag, value in filters.items():
+            if value:
+                raise BadInput(flag, "does nothing without --last: give --last N too")
+        if len(run_dirs) < 2:
+            raise BadInput("RUN_DIR", "give two or more run directories, or --last N")
+        return run_dirs
+    if run_dirs:
+        raise BadInput("--last", "give run directories or --last N, not both")
+    if last < 2:
+        raise BadInput("--last", f"compares at least 2 runs, got {last}")
+    found = index(runs_dir, Filters(name, module, since_epoch(since) if since else None,
+                                    parse_labels(label, "--label")))
+    paths = list(dict.fromkeys(Path(e.path) for e in found))[:last]
+    if len(paths) < 2:
+        raise BadInput("--last", f"{len(paths)} run(s) under {runs_dir} pass the filters: "
+                       "nothing to compare")
+    return paths[::-1]  # oldest first, as a history reads
