@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -90,6 +91,59 @@ DOWN = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
 # librdkafka writes its log to stderr unless given a logger: every failed connection attempt
 # would be a line in the run's output. What matters of it reaches error_cb (an outage, or the
 # reason a start failed) and is said once.
+# The client properties a flag of the harness sets (--client-config refuses them: one way to
+# set each), and those the harness must own to measure.
+FLAGGED = {"acks": "--acks", "enable.idempotence": "--idempotence", "linger.ms": "--linger-ms",
+           "queue.buffering.max.ms": "--linger-ms", "batch.size": "--batch-size",
+           "compression.type": "--compression", "compression.codec": "--compression",
+           "max.in.flight.requests.per.connection": "--max-in-flight",
+           "max.in.flight": "--max-in-flight", "delivery.timeout.ms": "--send-timeout",
+           "message.timeout.ms": "--send-timeout", "auto.offset.reset": "--offset-reset",
+           "isolation.level": "--isolation", "fetch.min.bytes": "--fetch-min-bytes",
+           "fetch.wait.max.ms": "--fetch-wait-ms",
+           "max.partition.fetch.bytes": "--fetch-max-bytes",
+           "max.poll.interval.ms": "--rebalance-timeout", "bootstrap.servers": "--host/--port",
+           "group.id": "--consumer-group", "transactional.id": "-tx",
+           "enable.auto.commit": "--commit", "sasl.username": "--user",
+           "sasl.password": "--password/--password-file"}
+SECRET = re.compile(r"password|secret|token|\.pem$|key\.pem|jaas", re.IGNORECASE)
+OWNED = {"statistics.interval.ms", "on_delivery", "error_cb", "stats_cb", "logger",
+         "throttle_cb", "oauth_cb", "on_commit"}
+
+
+def client_config(items: tuple[str, ...]) -> dict[str, str]:
+    """--client-config as a mapping: KEY=VALUE items and @FILE .properties files (KEY=VALUE
+    or KEY: VALUE lines; # and ! comments). ValueError names what is wrong."""
+    out: dict[str, str] = {}
+    for item in items:
+        if item.startswith("@"):
+            from harness.textfiles import read_text
+
+            lines = [(f"{item[1:]} line {n}", line.strip()) for n, line in
+                     enumerate(read_text(item[1:]).splitlines(), 1)]
+        else:  # named by its key alone where it may hold a secret
+            shown = repr(item) if not SECRET.search(item) else \
+                repr(re.split(r"[=:\s]", item.strip())[0])
+            lines = [(shown, item.strip())]
+        for where, line in lines:
+            if not line or line[0] in "#!":
+                continue
+            cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+            key, value = line[:cut].strip(), line[cut + 1:].strip()
+            if cut < 0 or not key:
+                raise ValueError(f"{where}: give KEY=VALUE")
+            if key in FLAGGED:
+                raise ValueError(f"{where}: {key} is set with {FLAGGED[key]}")
+            if key in OWNED:
+                raise ValueError(f"{where}: the harness sets {key} itself to measure")
+            if not item.startswith("@") and SECRET.search(key):
+                raise ValueError(f"{key}: a secret is given in a @FILE, never on the "
+                                 "command line (every process on the machine can read it, "
+                                 "and the run's manifest records the flags)")
+            out[key] = value
+    return out
+
+
 LOG = logging.getLogger("harness.modules.kafka")
 LOG.addHandler(logging.NullHandler())
 LOG.propagate = False
@@ -149,6 +203,11 @@ class KafkaOptions:
                                       "fraction of it.", low=1, side="receive")
     isolation: str = option("read_committed", "Kafka: read_committed (nothing of an open or "
                             "aborted transaction) or read_uncommitted.", side="receive")
+    client_config: tuple[str, ...] = option(
+        (), "Kafka: a client property KEY=VALUE given as it is to every client the group "
+        "makes (librdkafka's names, as a producer.config or an OMB driver's producerConfig "
+        "has them), or @FILE for a .properties file of them (repeatable).", multiple=True,
+        convert=lambda items: tuple(items or ()))
 
 
 class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientLoop,
@@ -183,6 +242,15 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
                         "message: choose acks (--acks all) and --replication instead"))
         if o.idempotence and o.acks != "all":
             out.append(("--idempotence", "needs --acks all"))
+        if o.client_config:
+            try:
+                given = client_config(o.client_config)
+                # librdkafka checks every name and value as a client is made: a producer
+                # with no broker to reach connects to nothing.
+                Producer({**given, "logger": LOG}).flush(0)
+            except (ValueError, KafkaException) as exc:
+                reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+                out.append(("--client-config", reason))
         if o.idempotence and o.max_in_flight > 5:
             out.append(("--max-in-flight", "at most 5 with --idempotence"))
         if settings.transacted and not settings.sends_only:
@@ -245,6 +313,10 @@ class KafkaTransport(Transport, Declarations, FramedSends, InlineFrames, ClientL
                                ("ssl.key.location", s.key)):
                 if value:
                     conf[key] = value
+        # The user's properties last: they may change what the harness chose (sasl.mechanism
+        # SCRAM-SHA-512 beside --user and --password, security.protocol, client.id), never
+        # what a flag of its own sets (client_config refuses those).
+        conf.update(client_config(self.o.client_config))
         return conf
 
     def _keys(self) -> Callable[[int], bytes | None]:

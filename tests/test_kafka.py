@@ -368,3 +368,43 @@ def test_order_is_checked_per_partition_as_kafka_promises_it(harness, brokers):
     counts = partitions_used(name)
     assert sum(c > 0 for c in counts) >= 8, counts
     assert receiver["reordered"] == 0 and receiver["lost"] == 0, receiver
+
+
+def test_client_properties_reach_the_client_on_the_wire_and_bad_ones_are_refused(
+        harness, brokers, tmp_path):
+    """--client-config hands librdkafka a property as it is (from a flag and from a
+    .properties file, as a producer.config or an OMB driver's producerConfig holds them):
+    the client.id it sets is in the requests that reach the broker (read through a
+    recording proxy); a property librdkafka lacks, a bad value, or one a flag of the
+    harness sets is refused in one line before anything connects."""
+    from tests.cutter import Cutter
+
+    topic = unique("clientconfig")
+    properties = tmp_path / "producer.properties"
+    properties.write_text("# as kafka-producer-perf-test's producer.config\n"
+                          "client.id=probe-from-file\nsocket.keepalive.enable=true\n")
+    proxy = Cutter(("127.0.0.1", 9092), record=True)
+    try:
+        done = harness("run", "-m", "kafka.Sender", "-d", topic, "--port", str(proxy.port),
+                       "-mg", "20", "--client-config", f"@{properties}",
+                       "--client-config", "message.max.bytes=2000000", "--no-ui")
+    finally:
+        proxy.close()
+    assert done.code == 0, done.stderr
+    assert done.summary["groups"]["sender"]["sent"] == 20
+    sent = b"".join(data for _, upstream, data in proxy.log or [] if upstream)
+    assert b"probe-from-file" in sent  # each request's header carries the client id
+    for value, words in (("no.such.thing=1", 'No such configuration property: "no.such.'),
+                         ("socket.keepalive.enable=maybe", "Expected bool value"),
+                         ("acks=0", "acks is set with --acks"),
+                         ("statistics.interval.ms=0", "the harness sets"),
+                         ("linger", "give KEY=VALUE"),
+                         # a secret only from a file, and never echoed
+                         ("ssl.key.password=not-a-real-secret", "given in a @FILE")):
+        refused = harness("run", "-m", "kafka.Sender", "-d", topic, "-rl", "1",
+                          "--client-config", value, "--no-ui")
+        assert refused.code == 2, refused.stderr
+        assert refused.stderr.startswith("harness: error: --client-config: ") and \
+            words in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert "not-a-real-secret" not in refused.stderr + refused.stdout
