@@ -62,6 +62,7 @@ SLOW_TESTS = {
     "test_a_stepped_run_gives_each_step_its_rate_and_percentiles",
     "test_a_thread_held_in_a_send_past_the_stop_keeps_what_it_counted",
     "test_runs_are_listed_newest_first_filtered_and_as_scripts_read_them",
+    "test_view_follow_shows_a_run_of_another_process_as_it_goes_then_its_summary",
     "test_a_loopback_run_meets_the_horizontal_mix_and_completes_every_chain",
     "test_a_loopback_sweep_writes_the_results_table",
     "test_a_low_paced_rate_is_its_own_rate_to_the_digit",

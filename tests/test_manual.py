@@ -42,7 +42,9 @@ def commands() -> list[tuple[str, str]]:
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 match = re.match(r"^\s*(?:[A-Z_]+=\S+\s+)*(harness\s.*)$", line)
                 if match:
-                    found.append((page.name, re.split(r"\s+#\s", match[1])[0].strip()))
+                    command = re.split(r"\s+#\s", match[1])[0].strip()
+                    # A run sent to the background beside a command that reads it.
+                    found.append((page.name, command.removesuffix("&").strip()))
     return found
 
 
@@ -116,7 +118,7 @@ def test_each_other_command_in_the_manual_runs(page, command, a_run, tmp_path):
         return  # listed in NOT_CHECKED with the reason
     for named in re.findall(r"\bruns/\S+", command):  # the runs it names, made
         shutil.copytree(a_run, tmp_path / named.replace("*", "20261128T122054Z"))
-    if command.startswith(("harness runs", "harness compare --last")):
+    if command.startswith(("harness runs", "harness compare --last", "harness view --follow")):
         # The runs it lists under runs/, two of them, bearing the labels it asks for.
         labels = re.findall(r"--label\s+(\S+)", command)
         for copy in ("1", "2"):

@@ -102,3 +102,35 @@ def test_bad_runs_input_is_one_line(tmp_path: Path):
         assert len(done.stderr.strip().splitlines()) == 1
     missing = runs(str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "is not a directory" in missing.stderr
+
+
+def test_view_follow_shows_a_run_of_another_process_as_it_goes_then_its_summary(
+        tmp_path: Path):
+    """`harness view --follow` (the newest run under runs/) prints each interval while the
+    run, started in another process, is still going, and ends with the summary that
+    `harness view` prints of the finished run."""
+    run = subprocess.Popen(harness_command(
+        "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "100", "-rl", "6", "-ss", "1",
+        "--no-ui", "-g", "-m loopback.Receiver -d Q"), cwd=tmp_path, env=env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "runs").is_dir() or not any((tmp_path / "runs").iterdir()):
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.1)
+    follow = subprocess.Popen(harness_command("view", "--follow"), cwd=tmp_path, env=env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert follow.stdout is not None
+    first = follow.stdout.readline()
+    assert "sender" in first and "sent" in first, first
+    assert run.poll() is None, "the first interval came only after the run ended"
+    rest = follow.stdout.read()  # to its end: the run's end, then the summary
+    assert follow.wait(timeout=60) == 0, follow.stderr.read() if follow.stderr else ""
+    assert run.wait(timeout=30) == 0, run.stderr.read() if run.stderr else ""
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    viewed = subprocess.run(harness_command("view", "--no-ui", str(run_dir)), cwd=tmp_path,
+                            env=env(), capture_output=True, text=True, timeout=60)
+    # The same interval lines and summary (less where the run directory is said to be).
+    strip = [line for line in (first + rest).splitlines() if not line.startswith("run dir")]
+    assert strip == [line for line in viewed.stdout.splitlines()
+                     if not line.startswith("run dir")]
+    assert "Summary:" in rest

@@ -15,18 +15,33 @@ from harness.errors import BadInput
 
 @app.command("view")
 def view(
-    run_dir: Annotated[Path, typer.Argument(
-        help="A run directory written by `harness run` (manifest.json, intervals.jsonl).",
-        show_default=False)],
+    run_dir: Annotated[Path | None, typer.Argument(
+        help="A run directory written by `harness run` (manifest.json, intervals.jsonl); "
+        "with --follow, the newest run under runs/ if left out.", show_default=False)] = None,
     ui: Annotated[bool | None, typer.Option(
         "--ui/--no-ui", help="The screen; default: on when stdout is a terminal. Without it "
         "the interval lines and the summary are printed.")] = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="A run still going (started in another process or on another "
+        "terminal): its interval lines as it writes them, then its summary once it ends.")]
+        = False,
 ) -> None:
     """Replay a finished run in the live screen, stepping through its intervals: space
     plays and pauses, left and right step, home and end jump."""
     from harness.rundir.reader import event_text, load
     from harness.screen.replay import ReplayFeed
 
+    if run_dir is None:
+        if not follow:
+            raise BadInput("RUN_DIR", "give the run directory to view (or --follow, for the "
+                           "newest run under runs/)")
+        run_dir = _newest(Path("runs"))
+    if follow:
+        if ui:
+            raise BadInput("--ui", "a followed run is shown as its interval lines (--no-ui); "
+                           "the live screen of a run in another process is not there yet")
+        ui = False
+        _wait_for_start(run_dir)
     recorded = load(run_dir)
     if ui is None:
         ui = on_terminal()
@@ -43,11 +58,12 @@ def view(
 
     metrics = {g.name: recorded.metrics[i] for i, g in enumerate(recorded.run.groups)}
     names = labels(recorded.run, recorded.metrics)
-    replay = recorded.replay()
+    replay = recorded.replay(follow=follow)
     shown = 0
     for interval in replay.views():
         console.file.write("".join(f"{line}\n" for line in
                                    interval_lines(interval, metrics, names)))
+        console.file.flush()
         shown += 1
     if not shown:
         raise BadInput("RUN_DIR", f"{run_dir} holds no intervals")
@@ -66,3 +82,24 @@ def view(
                               markup=False, style="yellow")
         summary = replay.stats.summary()  # a merge's output: the merged intervals' summary
     print_summary(console, summary, str(run_dir))
+
+
+def _newest(root: Path) -> Path:
+    from harness.rundir.index import Filters, index
+
+    found = index(root, Filters(), last=1)
+    if not found:
+        raise BadInput("RUN_DIR", f"no run under {root} to follow")
+    return Path(found[0].path)
+
+
+def _wait_for_start(run_dir: Path, seconds: float = 30.0) -> None:
+    """A run just started writes its manifest and intervals.jsonl within its first moments."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not ((run_dir / "manifest.json").is_file() and
+               (run_dir / "intervals.jsonl").is_file()):
+        if time.monotonic() > deadline:
+            raise BadInput("RUN_DIR", f"{run_dir} holds no run after {seconds:g} s")
+        time.sleep(0.2)

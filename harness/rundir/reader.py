@@ -5,10 +5,11 @@ that a replay, a table or a model shows exactly the numbers the run showed."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -34,9 +35,12 @@ class RecordedRun:
     manifest: dict[str, Any]
     path: Path  # intervals.jsonl
 
-    def replay(self, histograms: bool = True) -> Replay:
-        """A fresh pass over the run's intervals (Replay.views())."""
-        return Replay(self.run, Records(self.path), self.manifest.get("start"), histograms)
+    def replay(self, histograms: bool = True, follow: bool = False) -> Replay:
+        """A fresh pass over the run's intervals (Replay.views()); with follow, of a run
+        still going, to its end (its summary.json written)."""
+        summary = self.path.parent / "summary.json"
+        records = Followed(self.path, summary.is_file) if follow else Records(self.path)
+        return Replay(self.run, records, self.manifest.get("start"), histograms)
 
 
 def run_from_manifest(manifest: dict[str, Any]) -> RunSpec:
@@ -93,9 +97,12 @@ class Records:
         self.path = path
         self.skipped = 0
 
+    def lines(self, f: BinaryIO) -> Iterator[bytes]:
+        yield from f
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         with self.path.open("rb") as f:
-            for number, line in enumerate(f, 1):
+            for number, line in enumerate(self.lines(f), 1):
                 try:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
@@ -106,6 +113,37 @@ class Records:
                     raise BadInput("RUN_DIR", f"{self.path}, line {number}: {wrong}")
                 if record.get("type") in REQUIRED:
                     yield upgrade(record)
+
+
+class Followed(Records):
+    """The records of a run still going (`harness view --follow`): at the end of the file,
+    wait for more until `ended()` says the run is over, then read what is left. A line is
+    taken once its newline is written, so a write caught halfway is never mistaken for a
+    torn one."""
+
+    POLL_S = 0.2
+
+    def __init__(self, path: Path, ended: Callable[[], bool]) -> None:
+        super().__init__(path)
+        self.ended = ended
+
+    def lines(self, f: BinaryIO) -> Iterator[bytes]:
+        held, over = b"", False
+        while True:
+            line = f.readline()
+            if line.endswith(b"\n"):
+                yield held + line
+                held = b""
+            elif line:
+                held += line
+            elif over:  # read to the end after the run was over: all there is
+                if held:
+                    yield held
+                return
+            else:
+                over = self.ended()  # asked before the last reads: nothing written is missed
+                if not over:
+                    time.sleep(self.POLL_S)
 
 
 def event_text(record: dict[str, Any]) -> str:
