@@ -20,8 +20,8 @@ RUNS = [
     ("clients.py", ["--clients", "50", "--seconds", "1", "--warmup", "1", "--connect-rate",
                     "0"], "harness / bare", True),
     # one Spark run of the three: each starts a cluster (a minute here)
-    ("distributed.py", ["--seconds", "1", "--repeat", "1", "--only",
-                        "one machine,streaming,2 nodes"], "msg/s", False),
+    ("distributed.py", ["--seconds", "1", "--repeat", "1", "--only", "one machine", "--only",
+                        "streaming", "--only", "2 nodes"], "msg/s", False),
     ("fuzz.py", ["sizes", "--seconds", "1", "--cases", "{tmp}"], "crash(es)", False),
     ("interval_work.py", ["--rate", "200", "--seconds", "2"], "us", False),
     ("kafka.py", ["--seconds", "1", "--repeat", "1", "--paced-rate", "500", "--fed-rate",

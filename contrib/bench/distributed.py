@@ -3,7 +3,7 @@
 (each node one executor core), and what streaming every interval to the driver costs, with
 and without the live screen, side by side in one run. Prints figures; asserts nothing.
 
-    .venv/bin/python contrib/bench/distributed.py [--seconds 5] [--repeat 2] [--only ROWS]
+    .venv/bin/python contrib/bench/distributed.py [--seconds 5] [--repeat 2] [--only ROW ...]
 
 Every row is one unthrottled loopback sender and receiver per node (the loopback broker lives
 in the node's process), run for --seconds after a one-second warm-up; the rate is what the
@@ -88,7 +88,8 @@ def one_machine(seconds: float, output: Path, stream: bool) -> Row:
     assert sink.stdout is not None
     link = Link(socket.create_connection(("127.0.0.1", int(sink.stdout.readline()))))
     # What a node sends: each interval's reports and what its files gained.
-    streamed = Streamed(link, "bench", Shipper(controller.run_dir, link.send))
+    streamed = Streamed(link, "bench", Shipper(controller.run_dir, link.send),
+                        controller.request_stop)
     spent = [0.0]
 
     class Timed(Sink):
@@ -157,11 +158,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measured seconds per run")
     parser.add_argument("--repeat", type=int, default=2, help="rounds of all rows, interleaved")
-    parser.add_argument("--only", default="", help="the rows to run, comma-separated (default: "
-                        "all): a quick look, or the suite's tiny run")
+    parser.add_argument("--only", action="append", default=[], help="a row to run "
+                        "(repeatable; default: all): a quick look, or the suite's tiny run")
     args = parser.parse_args()
     names = [name for name, _ in ROWS]
-    chosen = [n.strip() for n in args.only.split(",") if n.strip()] or names
+    chosen = args.only or names
     if unknown := [n for n in chosen if n not in names]:
         parser.error(f"--only: {', '.join(unknown)} not among the rows {', '.join(names)}")
     rows = [(name, make) for name, make in ROWS if name in chosen]

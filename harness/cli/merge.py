@@ -134,7 +134,7 @@ def _chosen(run_dirs: list[Path], last: int | None, runs_dir: Path, name: str | 
             if value:
                 raise BadInput(flag, "does nothing without --last: give --last N too")
         if len(run_dirs) < 2:
-            raise BadInput("RUN_DIR", "give two or more run directories, or --last N")
+            raise BadInput("RUN_DIR", "give two runs or more to compare, or --last N")
         return run_dirs
     if run_dirs:
         raise BadInput("--last", "give run directories or --last N, not both")
