@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # wheel, and the longest runs.
 SERVER_MODULES = {"test_amqp", "test_fault_matrix", "test_http", "test_mqtt", "test_nats",
                   "test_redis", "test_restart", "test_stomp", "test_tls"}
+# Tests of other modules that start a private server of their own (Tansu behind a proxy).
+SERVER_TESTS = {"test_a_send_no_broker_answers_is_in_doubt_after_send_timeout"}
 SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge",
                  "test_spark_submit"}
 SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases"}
@@ -117,7 +119,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
-        if module in SERVER_MODULES or "brokers" in getattr(item, "fixturenames", ()):
+        if module in SERVER_MODULES or item.originalname in SERVER_TESTS or \
+                "brokers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.servers)
         if module in SPARK_MODULES or item.originalname in SPARK_TESTS:
             item.add_marker(pytest.mark.spark)
