@@ -341,12 +341,13 @@ class Clients(Worker):
         most_ns = int(MAX_SLEEP_S * 1e9)
         consumes = self.consumes
         drain_look = 0
+        asleep_at = FAR  # when the loop last went to sleep in a wait for what falls due
         while control.consuming if consumes else control.producing:
             if self.pending and not self._apply_pending():
                 break
             now = now_ns()
             until = FAR if consumes else control.produce_until_ns
-            if now >= until:
+            if now >= until and not (paced and heap and asleep_at <= heap[0][0] < until):
                 self._unsent(until)
                 break
             if now >= self.next_boundary and not (heap and heap[0][0] < self.next_boundary
@@ -416,6 +417,10 @@ class Clients(Worker):
                 drain_look = now + most_ns
                 if now - max(c.last for c in clients) >= control.drain_idle_ns:  # type: ignore[attr-defined]
                     break
+            # The sends that fall due while the loop sleeps are made when it wakes, late or
+            # not, as a thread makes the send it slept until (Worker.pace): woken past the
+            # stop, they are not counted unsent.
+            asleep_at = now
             self._poll(epoll_poll, max(due - now, 0) / 1e9)
         if consumes:
             for client in clients:
