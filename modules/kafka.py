@@ -88,9 +88,6 @@ UNKNOWN = {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError._TRANSPO
            KafkaError._PURGE_INFLIGHT, KafkaError.REQUEST_TIMED_OUT,
            KafkaError.NETWORK_EXCEPTION, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
 DOWN = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
-# librdkafka writes its log to stderr unless given a logger: every failed connection attempt
-# would be a line in the run's output. What matters of it reaches error_cb (an outage, or the
-# reason a start failed) and is said once.
 # The client properties a flag of the harness sets (--client-config refuses them: one way to
 # set each), and those the harness must own to measure.
 FLAGGED = {"acks": "--acks", "enable.idempotence": "--idempotence", "linger.ms": "--linger-ms",
@@ -144,6 +141,9 @@ def client_config(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+# librdkafka writes its log to stderr unless given a logger: every failed connection attempt
+# would be a line in the run's output. What matters of it reaches error_cb (an outage, or the
+# reason a start failed) and is said once.
 LOG = logging.getLogger("harness.modules.kafka")
 LOG.addHandler(logging.NullHandler())
 LOG.propagate = False

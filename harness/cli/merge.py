@@ -124,8 +124,7 @@ def compare_command(
 def _chosen(run_dirs: list[Path], last: int | None, runs_dir: Path, name: str | None,
             module: str | None, since: str | None, label: list[str]) -> list[Path]:
     """The runs compare draws: those given, or the newest --last N that pass the filters."""
-    from harness.rundir.index import Filters, index, since_epoch
-    from harness.spec.run import parse_labels
+    from harness.rundir.index import Filters, index
 
     filters = {"--name": name, "--module": module, "--since": since, "--label": label,
                "--runs-dir": runs_dir if runs_dir != Path("runs") else None}
@@ -140,8 +139,7 @@ def _chosen(run_dirs: list[Path], last: int | None, runs_dir: Path, name: str | 
         raise BadInput("--last", "give run directories or --last N, not both")
     if last < 2:
         raise BadInput("--last", f"compares at least 2 runs, got {last}")
-    found = index(runs_dir, Filters(name, module, since_epoch(since) if since else None,
-                                    parse_labels(label, "--label")))
+    found = index(runs_dir, Filters.given(name, module, since, label))
     paths = list(dict.fromkeys(Path(e.path) for e in found))[:last]
     if len(paths) < 2:
         raise BadInput("--last", f"{len(paths)} run(s) under {runs_dir} pass the filters: "

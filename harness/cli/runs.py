@@ -43,15 +43,13 @@ def runs_command(
 ) -> None:
     """List past runs, newest first: when, name, modules, status, rate, p99, lost, thresholds.
     Reads each run's manifest.json and summary.json only, so thousands list in seconds."""
-    from harness.rundir.index import Filters, index, since_epoch
-    from harness.spec.run import parse_labels
+    from harness.rundir.index import Filters, index
 
     if output_format not in FORMATS:
         raise BadInput("--format", f"{output_format!r}: one of {', '.join(FORMATS)}")
     if last is not None and last < 1:
         raise BadInput("--last", f"must be at least 1, got {last}")
-    filters = Filters(name, module, since_epoch(since) if since else None,
-                      parse_labels(label or [], "--label"))
+    filters = Filters.given(name, module, since, label or [])
     found = index(runs_dir, filters, last)
     rows = [entry.row() for entry in found]
     if output_format == "json":

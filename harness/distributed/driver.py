@@ -132,7 +132,7 @@ class DistributedRun(LiveControls):
         self.results: list[dict[str, Any]] | None = None
         self.job_error: str | None = None
         self.waiting_since: float | None = None  # for lost nodes' tasks, the others ended
-        self.cancelled_at: float | None = None
+        self.cancelled = False  # the job, for lost nodes' tasks that did not end
         self.listener: socket.socket | None = None
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
         self.spark_seconds = 0.0
@@ -376,13 +376,13 @@ class DistributedRun(LiveControls):
                             "partition or a hung machine); its intervals until then are kept, "
                             "the other nodes go on")
                 node.link.close()
-        if self.job is None or not self.job.is_alive() or self.cancelled_at is not None:
+        if self.job is None or not self.job.is_alive() or self.cancelled:
             return
         nodes = list(self.nodes.values())
         if any(x.lost for x in nodes) and all(x.ended or x.lost for x in nodes):
             self.waiting_since = self.waiting_since or now
             if now - self.waiting_since > LOST_TASK_WAIT_S:
-                self.cancelled_at = now
+                self.cancelled = True
                 self.on_log("cancelling the Spark job: the lost nodes' tasks have not ended")
                 self._cancel()
 

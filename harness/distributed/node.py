@@ -177,18 +177,17 @@ def run_node(payload: NodePayload, rank: int, host: str,
                             "reference_node": "driver", "offset_estimate_s": offset / 1e9,
                             "round_trip_s": rtt / 1e9}
         shipper.ship()  # the manifest: a node lost at once still has one at the driver
-        running = controller
-        done = threading.Event()
+        done, stop = threading.Event(), controller.request_stop
 
         def cut_off() -> None:
             """The driver takes nothing: it counts this node lost, so its run stops (its
             files would go nowhere)."""
-            if not link.broken or done.is_set():
+            if done.is_set():  # said once; or the run ended already
                 return
             done.set()
             print(f"harness-node {node}: the driver takes nothing for "
                   f"{SEND_TIMEOUT_S} s: stopping this node", file=sys.stderr, flush=True)
-            running.request_stop()
+            stop()
 
         controller.sinks.append(Streamed(link, node, shipper, cut_off))
         threading.Thread(target=_obey, args=(link, controller), name="driver-commands",

@@ -268,10 +268,7 @@ class Worker(threading.Thread, ABC):
             if self.tracker is not None:
                 self.tracker.finish()
             if not self.abandoned:
-                self.take_outage()
-                streams = self.stream_end()
-                self.setup.outbox.append((self.key, self.interval_index,
-                                          self.rec.take()._replace(streams=streams)))
+                self.hand_off_last()
             self.done_through = 1 << 62
             self.finished = True
             self.control.wake.set()
@@ -285,10 +282,13 @@ class Worker(threading.Thread, ABC):
         in, and anything after, is not counted). Its thread is blocked, so its counts hold
         still while they are taken."""
         self.abandoned = True
+        self.hand_off_last()
+
+    def hand_off_last(self) -> None:
+        """The thread's last counts and where its streams stood, to the cell."""
         self.take_outage()
-        streams = self.stream_end() if not self.produces() or self.role.consumes else []
         self.setup.outbox.append((self.key, self.interval_index,
-                                  self.rec.take()._replace(streams=streams)))
+                                  self.rec.take()._replace(streams=self.stream_end())))
 
     def kept(self) -> int:
         """A producer's sends so far that did not fail."""
@@ -299,6 +299,8 @@ class Worker(threading.Thread, ABC):
         fields but its place): one, or none where it has nothing to say; a thread of many
         clients, one for each client."""
         if self.produces() and not self.role.consumes:
+            if self.abandoned:  # its position is in the blocked call's hands: not known
+                return []
             return [{"positions": {self.producer_id: self.stream_position},
                      "failed": {self.producer_id: self.failed} if self.failed else {},
                      "doubt": {self.producer_id: self.doubt} if self.doubt else {}}]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
+from harness.spec.run import parse_labels
 from harness.textfiles import read_text
 
 
@@ -133,6 +134,14 @@ class Filters:
     module: str | None = None
     since: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def given(cls, name: str | None, module: str | None, since: str | None,
+              labels: list[str]) -> Filters:
+        """The filters as the flags give them (--since's text, --label's KEY=VALUE items);
+        BadInput naming the flag."""
+        return cls(name, module, since_epoch(since) if since else None,
+                   parse_labels(labels, "--label"))
 
     def keep(self, entry: RunEntry) -> bool:
         return (self.name is None or entry.name == self.name) and \

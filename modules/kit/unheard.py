@@ -1,6 +1,6 @@
-"""Sends nothing acknowledges (a core NATS publish, a STOMP frame without a receipt), and how
-far the server has shown it was there: a connection found dead may have taken the later ones
-or not, so they are in doubt, never quietly sent."""
+"""Sends nothing acknowledges (a core NATS publish, a STOMP frame without a receipt, an MQTT
+QoS 0 publish), and how far the server has shown it was there: a connection found dead may
+have taken the later ones or not, so they are in doubt, never quietly sent."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from harness.modules.interface.feedback import Feedback
 
 class Unheard:
     """The transport sets `last` to each such send's number as it writes it, and calls
-    beat() at each proof of life of the server (NATS: a PONG to a PING, written after the
-    sends it answers for; STOMP: a server heart-beat, which proves the link, so the sends of
-    the beat before are taken as there)."""
+    mark() and proved() where a proof is asked for and given (NATS: a PING written, its PONG;
+    MQTT: a PINGREQ, its PINGRESP), or beat() at each unasked proof of life (STOMP: a server
+    heart-beat, which proves the link, so the sends of the beat before are taken as there)."""
 
     def __init__(self) -> None:
         self.last = self.beaten = self.heard = -1
