@@ -245,6 +245,11 @@ def test_a_backlog_the_warm_up_left_is_said_with_its_size():
     left = summary(600)
     assert left["warmup_backlog"] == {"loopback:queue:Q": 600}
     assert left["groups"]["receiver"]["rate"] == 1600 and left["groups"]["sender"]["rate"] == 1000
+    # The count beside each rate is the rate's own; the replication grade is over every
+    # send of the run, the 2,000 of warm-up and measured span alike, each received once:
+    # not the 1.6 the rates' ratio would give on a queue.
+    assert left["groups"]["receiver"]["count"] == 1600
+    assert left["throughput"]["replication_grade"] == 1.0
     console = Console(record=True, width=200)
     print_summary(console, left, "RUN")
     assert "loopback:queue:Q: the warm-up left a backlog of 600 messages" in \

@@ -118,8 +118,8 @@ def node_lines(view: IntervalView) -> list[str]:
 
 def summary_table(summary: dict[str, Any]) -> Table:
     table = Table(title=f"Summary: {summary['measured_seconds']:.2f} s measured "
-                        "(warm-up to stop; rates over the measured span)")
-    for column in ("group", "module", "rate/s", "total", "errors", "lost", "dup", "reord",
+                        "(warm-up to stop; rates and message counts over the measured span)")
+    for column in ("group", "module", "rate/s", "count", "errors", "lost", "dup", "reord",
                    "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max",
                    "cpu us/msg", "msg/s/core"):
         table.add_column(column, justify="left" if column in ("group", "module", "metric")
@@ -129,8 +129,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
         p = g[head]
         label = metric_label(head, g.get("closed_loop", False))
         delay = g.get("delay", {}).get("p99") if "delay" in g else None
-        total = g["received"] if g["received"] else g["sent"]
-        table.add_row(name, g["module"], f"{g['rate']:.1f}", str(total), str(g["errors"]),
+        # A run directory from before the count was kept shows its whole total.
+        count = g.get("count", g["received"] or g["sent"])
+        table.add_row(name, g["module"], f"{g['rate']:.1f}", str(count), str(g["errors"]),
                       str(g["lost"]), str(g["duplicated"]), str(g["reordered"]), label,
                       format_us(p["p50"]), format_us(p["p90"]), format_us(p["p99"]),
                       format_us(p["p99.9"]), format_us(p["max"]),

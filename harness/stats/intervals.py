@@ -320,13 +320,23 @@ class RunStats:
         # message a group received (replies included).
         sent_rate = self._rate(self.groups, lambda t, c: kept(c))
         received_rate = self._rate(self.groups, lambda t, c: c.get("received", 0))
+        # The replication grade of the run's every send: the copies received (once each) of
+        # what the broker kept, warm-up and drain included, so that a backlog carried across
+        # the measured span's edges neither lifts nor lowers it.
+        copies = sum(t.everything["received"] - t.everything["duplicated"]
+                     for t in self.groups)
+        sends = sum(kept(t.everything) for t in self.groups)
         for i, totals in enumerate(self.groups):
             spec = totals.spec
             entry: dict[str, Any] = {
                 "module": spec.module, "destination": spec.destination,
                 "lost_at_tail": self.tails.get(spec.name, 0),
                 "threads": spec.threads, "processes": spec.processes,
-                "rate": self._rate([totals], lambda t, c: t.count(c)), **totals.counters,
+                "rate": self._rate([totals], lambda t, c: t.count(c)),
+                # What the rate counts, over the same measured span (the counters below go
+                # on through the drain).
+                "count": sum(totals.count(c) for c in totals.measured.values()),
+                **totals.counters,
                 "clamped": totals.clamped,
                 "headline": headline_metric(totals.metrics),
                 "closed_loop": closed_loop(self.run, i),
@@ -355,7 +365,7 @@ class RunStats:
             "throughput": {
                 "received_by_broker": sent_rate, "dispatched": received_rate,
                 "overall": sent_rate + received_rate,
-                "replication_grade": received_rate / sent_rate if sent_rate else None,
+                "replication_grade": copies / sends if sends else None,
             },
             "client_cpu": {"max": cpu_max, "mean": mean(self.cpu), "limit": CLIENT_CPU_LIMIT,
                            "cores": self._cores(), "machine_max": machine_max,
