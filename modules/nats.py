@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -128,6 +129,14 @@ class NatsOptions:
     prefetch: int = option(0, "", scope="connection", low=0, side="receive")
     inflight: int = option(20, "", scope="connection", low=1, high=65535, side="send")
     ack: str = option("auto", "", scope="connection", side="receive")
+    token: bool = option(False, "Authenticate with a token: the secret given by --password, "
+                         "--password-env or --password-file, sent with no user.")
+    nkey: str | None = option(None, "Authenticate with an nkey: the file holding its seed "
+                              "(SU...), which signs the server's challenge; read at every "
+                              "connection, so that a new seed takes effect at the next.")
+    creds: str | None = option(None, "Authenticate as the user of a credentials file (.creds, "
+                               "as nsc writes it: the user's JWT and nkey seed), for a server in "
+                               "operator mode; read at every connection.")
 
 
 def stream_name(subject: str) -> str:
@@ -155,6 +164,46 @@ def _subject_problems(settings: Settings[Any]) -> list[str]:
         return [f"{subject!r}: {settings.role} publishes; wildcards (* and >) are for "
                 "subscribing"]
     return []
+
+
+# What a credentials file holds, in the markers nats-py looks for (it reads a file without
+# the first for ever).
+CREDS_MARKERS = ("BEGIN NATS USER JWT", "BEGIN USER NKEY SEED")
+
+
+def _auth_problems(settings: Settings[NatsOptions]) -> list[tuple[str, str]]:
+    """One way to authenticate, complete, its file readable and of its kind: nats-py would
+    send a token and a user together, and hang on a credentials file without a JWT."""
+    o = settings.options
+    given = [flag for flag, on in (("--token", o.token), ("--nkey", o.nkey),
+                                   ("--creds", o.creds)) if on]
+    if len(given) > 1:
+        return [(given[1], f"authenticates another way than {given[0]}: give one")]
+    if not given:
+        return []
+    flag, out = given[0], []
+    if settings.user:
+        out.append((flag, "authenticates without a user: drop --user"))
+    if o.token:
+        if not settings.password:
+            out.append((flag, "sends the password as the token: give --password-env or "
+                        "--password-file"))
+        return out
+    path = o.nkey or o.creds
+    assert path is not None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            text = file.read()
+    except OSError as exc:
+        return [*out, (flag, f"cannot read {path}: {exc.strerror}")]
+    if o.nkey and not text.strip().startswith("SU"):
+        out.append((flag, f"{path} holds no user nkey seed (one line beginning SU)"))
+    if o.creds and not all(marker in text for marker in CREDS_MARKERS):
+        out.append((flag, f"{path} is not a credentials file (it has no "
+                    f"{' and no '.join(m for m in CREDS_MARKERS if m not in text)})"))
+    if importlib.util.find_spec("nkeys") is None:
+        out.append((flag, "needs the nkeys package: pip install 'broker-harness[nats]'"))
+    return out
 
 
 class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements,
@@ -187,6 +236,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             out.append(("--selector", "NATS has no selectors; subscribe to a narrower subject "
                         "(wildcards * and >) instead"))
         out.extend(("-d", problem) for problem in _subject_problems(settings))
+        out.extend(_auth_problems(settings))
         if o.stream and BAD_STREAM_NAME.search(o.stream):
             out.append(("--stream", f"{o.stream!r}: a stream name takes no '.', '*', '>', "
                         "'/', '\\' or white space"))
@@ -493,7 +543,7 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
         try:
             self.nc = self.loop.run_until_complete(self._first_connect(
                 f"{scheme}://{host}:{port}", name=self.settings.connection_id(stable=False),
-                user=s.user, password=s.password, tls=tls, connect_timeout=CONNECT_TIMEOUT_S,
+                **self._credentials(), tls=tls, connect_timeout=CONNECT_TIMEOUT_S,
                 pending_size=PENDING_SIZE,
                 allow_reconnect=True, max_reconnect_attempts=-1,
                 reconnect_time_wait=RECONNECT_WAIT_S, error_cb=self._error,
@@ -509,6 +559,17 @@ class NatsTransport(DrivenTransport, Declarations, FramedSends, Acknowledgements
             self.watcher = self.loop.call_later(o.heartbeat, self._watch)
         if o.jetstream:
             self.js = self.nc.jetstream(publish_async_max_pending=o.inflight + 1)
+
+    def _credentials(self) -> dict[str, Any]:
+        """nats-py's arguments for the one way the run authenticates (_auth_problems)."""
+        s, o = self.settings, self.o
+        if o.token:
+            return {"token": s.password}
+        if o.creds:
+            return {"user_credentials": o.creds}
+        if o.nkey:
+            return {"nkeys_seed": o.nkey}
+        return {"user": s.user, "password": s.password}
 
     def _watch(self) -> None:
         """The liveness check (--heartbeat): a PING every heartbeat, the connection stale when

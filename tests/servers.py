@@ -84,6 +84,21 @@ class Nats(Private):
                 "-sd", str(self.dir / "jetstream")]
 
 
+class NatsConfigured(Private):
+    """nats-server from a configuration of the test's (its authentication), core NATS."""
+
+    name, protocols = "nats-server", ("nats",)
+
+    def __init__(self, directory: Path, conf: str, host: str = "127.0.0.1") -> None:
+        super().__init__(directory, host)
+        self.conf = conf
+
+    def command(self) -> list[str]:
+        path = self.dir / "nats.conf"
+        path.write_text(f"host: {self.host}\nport: {self.ports['nats']}\n{self.conf}")
+        return ["nats-server", "-c", str(path)]
+
+
 class Mosquitto(Private):
     name, protocols = "mosquitto", ("mqtt",)
     extra = ""  # more of its configuration, for its listener

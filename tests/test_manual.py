@@ -62,6 +62,12 @@ def fixtures(where: Path) -> None:
     (where / "my-workload.yaml").write_text(workload.replace("partitionsPerTopic: 16",
                                                              "partitionsPerTopic: 1"))
     (where / "ca.pem").write_text("")
+    # NATS credentials: a file of each kind, as far as the check reads it (their markers)
+    (where / "bench.creds").write_text("-----BEGIN NATS USER JWT-----\neyJ0\n------END NATS "
+                                       "USER JWT------\n-----BEGIN USER NKEY SEED-----\nSUA"
+                                       "\n------END USER NKEY SEED------\n")
+    (where / "user.nk").write_text("SUA\n")
+    (where / "nats-token").write_text("not-a-real-secret\n")
     shutil.copytree(ROOT / "profiles", where / "profiles")
 
 

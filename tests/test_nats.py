@@ -4,6 +4,7 @@ broker script where it does not already run."""
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
+import nkeys
 import pytest
 from harness.modules import transport_class
 from harness.modules.interface.base import connect
@@ -29,6 +31,8 @@ from tests.conftest import (
     unique,
     wait_for_port,
 )
+from tests.nats_keys import keypair, operator_mode
+from tests.servers import NatsConfigured
 
 
 async def _streams(prefix: str, delete: bool) -> dict[str, dict]:
@@ -472,6 +476,18 @@ async def _ack_pending(stream: str) -> int:
     (["-m", "nats.Requestor", "-d", "svc.>"], "-d: 'svc.>': Requestor publishes; wildcards"),
     (["-m", "nats.Sender", "-d", "q", "--jetstream", "--stream", "a.b"],
      "--stream: 'a.b': a stream name takes no '.'"),
+    (["-m", "nats.Sender", "-d", "q", "--token"], "--token: sends the password as the token"),
+    (["-m", "nats.Sender", "-d", "q", "--token", "--user", "u", "--password-env",
+      "MQTT_SECRET"], "--token: authenticates without a user"),
+    (["-m", "nats.Sender", "-d", "q", "--nkey", "/nonexistent/user.nk"],
+     "--nkey: cannot read /nonexistent/user.nk: No such file or directory"),
+    (["-m", "nats.Sender", "-d", "q", "--nkey", "/etc/hostname"],
+     "--nkey: /etc/hostname holds no user nkey seed"),
+    # nats-py would read a file without the JWT's marker for ever.
+    (["-m", "nats.Sender", "-d", "q", "--creds", "/etc/hostname"],
+     "--creds: /etc/hostname is not a credentials file (it has no BEGIN NATS USER JWT"),
+    (["-m", "nats.Sender", "-d", "q", "--nkey", "/etc/hostname", "--creds", "/etc/hostname"],
+     "--creds: authenticates another way than --nkey"),
 ])
 def test_what_nats_cannot_do_is_refused_before_the_run(harness, args, message):
     done = harness("run", *args, "-rl", "1")
@@ -503,3 +519,46 @@ def test_a_durable_consumer_made_with_another_prefetch_is_refused_not_reused(har
     durable = f"harness-{stream_name(subject)}"
     assert f"--prefetch 20: the durable consumer {durable} on stream {stream_name(subject)} " \
            "exists with 10" in other.stderr
+
+
+@pytest.mark.parametrize("way", ["token", "nkey", "creds"])
+def test_a_server_that_admits_a_token_an_nkey_or_a_credentials_file_is_reached(
+        harness, brokers, tmp_path, way):
+    """A nats-server of the test's own that admits one way in: a Sender and a Receiver
+    authenticated that way move every message; the run without it is turned away at the
+    start in a line that says why; the secret is in nothing the run printed or wrote."""
+    if way == "token":
+        secret = env()["MQTT_SECRET"]
+        conf, flags = f'authorization {{ token: "{secret}" }}\n', \
+            "--token --password-env MQTT_SECRET"
+    elif way == "nkey":
+        seed, public = keypair(nkeys.PREFIX_BYTE_USER)
+        secret = seed.decode()
+        (tmp_path / "user.nk").write_text(secret + "\n")
+        conf, flags = f"authorization {{ users = [ {{ nkey: {public} }} ] }}\n", \
+            f"--nkey {tmp_path / 'user.nk'}"
+    else:
+        conf, creds = operator_mode(tmp_path)
+        secret = re.search(r"^SU\S+", creds.read_text(), re.M)[0]
+        flags = f"--creds {creds}"
+    server = NatsConfigured(tmp_path / "server", conf)
+    server.start()
+    try:
+        subject, port = unique("nauth"), str(server.ports["nats"])
+        done = harness("run", "-m", "nats.Sender", "-d", subject, "--port", port,
+                       *flags.split(), "-rt", "100", "-rl", "2", "-sw", "0", "-ss", "1", "-g",
+                       f"-m nats.Receiver -d {subject} --port {port} {flags}", timeout=60)
+        refused = harness("run", "-m", "nats.Sender", "-d", subject, "--port", port, "-rl",
+                          "1", "-o", str(tmp_path / "refused"), timeout=60, output=False)
+    finally:
+        server.stop()
+    assert done.code == 0, done.stderr
+    delivery = done.summary["delivery"][0]
+    assert delivery["expected"] == delivery["received"] >= 200 and delivery["missing"] == 0
+    assert refused.code != 0 and "Authorization Violation" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    printed = done.stdout + done.stderr
+    assert secret not in printed
+    for path in done.run_dir.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace"), path

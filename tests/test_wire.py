@@ -378,6 +378,9 @@ ON_THE_HARNESS_SIDE = {
     "confirm": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
     "max-in-flight": "test_wire.py::test_a_window_of_unacknowledged_sends_is_held_as_given",
     "send-timeout": "test_kafka.py::test_a_send_no_broker_answers_is_in_doubt_after_send_timeout",
+    # each to a nats-server of the test's own that admits no other way in
+    **dict.fromkeys(("token", "nkey", "creds"), "test_nats.py::"
+                    "test_a_server_that_admits_a_token_an_nkey_or_a_credentials_file_is_reached"),
     # on the wire too, through a recording proxy of its own (a client id read in every request)
     "client-config": "test_kafka.py::"
         "test_client_properties_reach_the_client_on_the_wire_and_bad_ones_are_refused",
