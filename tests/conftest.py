@@ -335,7 +335,7 @@ def make_certificates(folder: Path) -> None:
 def settings_for(module: str, **given: Any) -> Any:
     """What one transport instance of module is given, from options by key (a profile's
     keys, underscores allowed), built the way a run builds it."""
-    from harness.spec.group import group_spec
+    from harness.plan.group import group_spec
     keys = {key.replace("_", "-"): value for key, value in given.items()}
     return group_spec({"module": module, "name": "t", **keys}).settings("test", 0, 0)
 

@@ -24,8 +24,8 @@ elif how == "run":
     from harness.engine.allocator import M_MMAP_THRESHOLD
     assert ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 * 1024)
     from harness.engine.runner import Controller
-    from harness.spec.group import group_spec
-    from harness.spec.run import RunSpec, assign_group_names
+    from harness.plan.group import group_spec
+    from harness.plan.run import RunSpec, assign_group_names
     groups = [group_spec({"module": "loopback.Sender", "destination": "Q", "rate": 100}),
               group_spec({"module": "loopback.Receiver", "destination": "Q"})]
     assign_group_names(groups)

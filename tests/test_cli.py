@@ -1,6 +1,6 @@
 from harness.modules.interface.roles import ROLES
 
-from harness.spec.group import GroupSpec
+from harness.plan.group import GroupSpec
 
 
 def test_modules_lists_every_transport_role_pair(harness):

@@ -13,8 +13,8 @@ from harness.modules.loopback import LoopbackTransport, reset_broker
 from harness.clock import now_ns
 from harness.engine.roles import SETTLE_EVERY, SETTLE_LARGER, Receiver, Subscriber
 from harness.engine.worker import Control, WorkerSetup
-from harness.spec.group import group_spec
-from harness.spec.run import RunSpec, assign_group_names
+from harness.plan.group import group_spec
+from harness.plan.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
 NS = 1_000_000_000

@@ -59,8 +59,8 @@ def test_client_cpu_per_message_is_the_process_cpu_over_its_messages(tmp_path):
     from harness.engine.runner import Controller
     from harness.rundir.reader import load
     from harness.screen.console import interval_lines
-    from harness.spec.group import group_spec
-    from harness.spec.run import RunSpec, assign_group_names
+    from harness.plan.group import group_spec
+    from harness.plan.run import RunSpec, assign_group_names
     from harness.stats.figures import labels
 
     groups = [group_spec({"module": "loopback.Sender", "destination": "Q"}),
@@ -110,8 +110,8 @@ def test_no_garbage_collection_walks_more_than_an_interval_of_survivors(tmp_path
     import gc
 
     from harness.engine.runner import Controller
-    from harness.spec.group import group_spec
-    from harness.spec.run import RunSpec, assign_group_names
+    from harness.plan.group import group_spec
+    from harness.plan.run import RunSpec, assign_group_names
 
     groups = [group_spec({"module": "loopback.Sender", "destination": "Q", "rate": 20_000})]
     assign_group_names(groups)

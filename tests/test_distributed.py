@@ -485,8 +485,8 @@ def test_the_live_screen_shows_a_row_per_node_and_q_stops_every_node(tmp_path):
     from harness.distributed.driver import DistributedRun
     from harness.screen.app import RunApp
     from harness.screen.live import LiveFeed
-    from harness.spec.group import GroupSpec
-    from harness.spec.run import RunSpec, validate_run
+    from harness.plan.group import GroupSpec
+    from harness.plan.run import RunSpec, validate_run
 
     run = RunSpec(groups=[GroupSpec("loopback.Sender", "Q", thread_rate=200),
                           GroupSpec("loopback.Receiver", "Q")],

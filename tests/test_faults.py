@@ -128,8 +128,8 @@ def test_a_thread_that_fails_at_once_is_reported_and_fails_the_run(tmp_path, mon
     from harness.modules.loopback import LoopbackTransport
 
     from harness.engine.runner import Controller
-    from harness.spec.group import group_spec
-    from harness.spec.run import RunSpec, assign_group_names
+    from harness.plan.group import group_spec
+    from harness.plan.run import RunSpec, assign_group_names
 
     def send(self, destination, message):
         raise ValueError("the library refused it")

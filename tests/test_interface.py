@@ -82,7 +82,7 @@ def test_a_capability_a_driver_declares_has_the_part_that_does_it() -> None:
 def _settings(name: str, role: str, flavour: str):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
-    from harness.spec.group import group_spec
+    from harness.plan.group import group_spec
     settings = group_spec({"module": f"{name}.{role}", "destination": "q"}).settings("n", 0, 0)
     return replace(settings, flavour=flavour)
 

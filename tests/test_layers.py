@@ -15,7 +15,7 @@ LAYERS = [
     ("harness.modules.interface",),
     ("harness.modules.kit",),
     ("harness.modules",),
-    ("harness.spec",),
+    ("harness.plan",),
     ("harness.stats",),
     ("harness.rundir",),
     ("harness.engine",),
@@ -142,7 +142,7 @@ def test_imports_form_no_circle_even_those_made_late() -> None:
 def test_the_layer_test_sees_an_upward_import() -> None:
     """The check itself works: the engine importing the screen would be caught."""
     assert layer_of("harness.engine.runner") < layer_of("harness.screen.app")
-    assert layer_of("harness.modules.stomp") < layer_of("harness.spec.options")
+    assert layer_of("harness.modules.stomp") < layer_of("harness.plan.options")
     assert layer_of("harness.modules.interface.base") < layer_of("harness.modules.kit.driven") \
         < layer_of("harness.modules.stomp")
 

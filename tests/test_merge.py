@@ -17,8 +17,8 @@ from hdrh.log import HistogramLogReader
 
 from harness.merge.spark import MergeError, merge, session
 from harness.rundir.writer import RunWriter, write_json_atomic
-from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec
 from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.records import SCHEMA_VERSION

@@ -10,9 +10,9 @@ from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.roles import ROLES
 
 from harness.errors import BadInput
-from harness.spec.group import SIDES, GroupSpec, group_spec
-from harness.spec.options import CREDENTIALS, markdown_tables, parse_args, table
-from harness.spec.run import RunSpec, validate_run
+from harness.plan.group import SIDES, GroupSpec, group_spec
+from harness.plan.options import CREDENTIALS, markdown_tables, parse_args, table
+from harness.plan.run import RunSpec, validate_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

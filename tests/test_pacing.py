@@ -10,8 +10,8 @@ from harness.clock import now_ns, offset_ns
 from harness.engine.pacing import Schedule
 from harness.engine.roles import Sender
 from harness.engine.worker import Control, WorkerSetup
-from harness.spec.group import group_spec
-from harness.spec.run import RunSpec, assign_group_names
+from harness.plan.group import group_spec
+from harness.plan.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
 NS = 1_000_000_000

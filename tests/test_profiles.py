@@ -16,9 +16,9 @@ from harness.errors import BadInput
 from harness.experiments.model import PAPER, fit, observations
 from harness.experiments.profile import ProfileError, load, parse_override
 from harness.experiments.search import Probe, capacity
-from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec
-from harness.spec.template import TemplateError, cycle, expand
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec
+from harness.plan.template import TemplateError, cycle, expand
 from harness.stats.slo import EXIT_SLO
 from tests.conftest import ROOT, unique
 

@@ -7,8 +7,8 @@ import statistics
 import pytest
 
 from harness.engine.pacing import Schedule
-from harness.spec.steps import RateStep, burst_share
-from harness.spec.worktime import WorkTime, parse_work_time
+from harness.plan.steps import RateStep, burst_share
+from harness.plan.worktime import WorkTime, parse_work_time
 from tests.browser import chart_pixels, chromium
 from tests.conftest import unique
 

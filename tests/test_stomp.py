@@ -216,8 +216,8 @@ def test_wrong_credentials_are_reported(harness, brokers):
 @pytest.mark.parametrize("broker", STOMP_BROKERS)
 def test_settle_drains_what_a_run_left_on_its_queues(brokers, broker):
     from harness.experiments.experiment import drain
-    from harness.spec.group import group_spec
-    from harness.spec.run import RunSpec
+    from harness.plan.group import group_spec
+    from harness.plan.run import RunSpec
 
     queue = unique("left")
     sender = transport(brokers, broker)

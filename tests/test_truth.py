@@ -12,8 +12,8 @@ from hdrh.log import HistogramLogReader
 from rich.console import Console
 
 from harness.screen.console import print_summary
-from harness.spec.group import group_spec, metrics_for
-from harness.spec.run import RunSpec
+from harness.plan.group import group_spec, metrics_for
+from harness.plan.run import RunSpec
 from harness.stats.histogram import decode, encode, new_histogram
 from harness.stats.intervals import RunStats
 from harness.stats.recorder import COUNTERS

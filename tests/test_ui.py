@@ -17,8 +17,8 @@ from harness.rundir.reader import load
 from harness.screen.app import COLUMNS, RunApp
 from harness.screen.live import LiveFeed
 from harness.screen.replay import ReplayFeed
-from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec, validate_run
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec, validate_run
 from harness.units import format_us
 from tests.conftest import read_jsonl
 

@@ -1,5 +1,5 @@
-from harness.spec.group import group_spec, metrics_for
-from harness.spec.run import RunSpec
+from harness.plan.group import group_spec, metrics_for
+from harness.plan.run import RunSpec
 from harness.stats.intervals import RunStats
 from harness.stats.recorder import Recorder
 from harness.stats.reports import StreamEnd

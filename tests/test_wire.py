@@ -23,7 +23,7 @@ import pika.spec
 from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.roles import ROLES
 
-from harness.spec.options import table
+from harness.plan.options import table
 from tests.conftest import ROOT, env, harness_command
 from tests.cutter import Cutter
 from tests.servers import Tansu

@@ -41,8 +41,8 @@ from harness.modules.interface.message import HEADER, Message, frame, header
 from harness.clock import now_ns
 from harness.engine.roles import Receiver, Subscriber
 from harness.engine.worker import Control, WorkerSetup
-from harness.spec.group import group_spec
-from harness.spec.run import RunSpec, assign_group_names
+from harness.plan.group import group_spec
+from harness.plan.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
 DESTINATION = "bench.callback"

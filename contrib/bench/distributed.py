@@ -48,8 +48,8 @@ from harness.engine.runner import Controller
 from harness.rundir.sinks import Closed, Sink
 from harness.screen.app import RunApp
 from harness.screen.live import LiveFeed
-from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec, validate_run
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec, validate_run
 
 
 def spec(seconds: float, output: Path) -> RunSpec:

@@ -40,7 +40,7 @@ def run_target(target: str) -> None:
         from harness.errors import BadInput
         from harness.experiments import omb, profile
         from harness.rundir import reader
-        from harness.spec.sizes import parse_sizes
+        from harness.plan.sizes import parse_sizes
 
     refused = (BadInput, ValueError, profile.ProfileError)
     scratch = Path(tempfile.mkdtemp(prefix="harness-fuzz-"))

@@ -39,8 +39,8 @@ from collections.abc import Callable
 from harness.modules import transport_class
 from harness.modules.interface.message import Destination, Message, frame
 
-from harness.spec.group import group_spec
-from harness.spec.run import RunSpec, assign_group_names
+from harness.plan.group import group_spec
+from harness.plan.run import RunSpec, assign_group_names
 
 SUBJECT = "bench.loop_turn"
 

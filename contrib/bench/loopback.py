@@ -28,7 +28,7 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 from harness.modules.loopback import LoopbackTransport, reset_broker
 
-from harness.spec.group import group_spec
+from harness.plan.group import group_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

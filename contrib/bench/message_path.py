@@ -49,8 +49,8 @@ from loopback import bare_pair  # this directory's loopback.py
 from harness.clock import EPOCH_OFFSET_NS, now_ns
 from harness.engine.roles import Receiver, Sender
 from harness.engine.worker import Control, WorkerSetup
-from harness.spec.group import group_spec
-from harness.spec.run import RunSpec, assign_group_names
+from harness.plan.group import group_spec
+from harness.plan.run import RunSpec, assign_group_names
 from harness.stats.timeline import Timeline
 
 BODY = bytes(256)

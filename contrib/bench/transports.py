@@ -716,7 +716,7 @@ def forget(name: str, flags: list[str], producer: str) -> None:
 def receiving(flags: list[str]) -> list[str]:
     """The flags a consumer group takes: a producer's own options (those for the groups
     that send) left out, which a consumer refuses."""
-    from harness.spec.options import table
+    from harness.plan.options import table
 
     send_only = {f"--{o.key}": o for o in table().values() if o.side == "send"}
     out: list[str] = []

@@ -1,4 +1,4 @@
-"""Rewrites the manual's flag tables from the option table (harness.spec.options): every flag
+"""Rewrites the manual's flag tables from the option table (harness.plan.options): every flag
 in docs/running.md, between `<!-- flags -->` and `<!-- /flags -->`, and each transport's own
 in its page (docs/<transport>.md), between `<!-- options -->` and `<!-- /options -->`.
 tests/test_options.py fails while a page and the table differ: run
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.modules import TRANSPORTS
 
-from harness.spec.options import markdown_tables
+from harness.plan.options import markdown_tables
 
 DOCS = Path(__file__).resolve().parent / "docs"
 PAGE = DOCS / "running.md"

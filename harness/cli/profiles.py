@@ -45,7 +45,7 @@ def profiles_show(
     """The profile resolved: its header, and each run it makes, every option that differs
     from its default named by its --set path."""
     from harness.experiments.profile import find_profile, load
-    from harness.spec.options import set_values
+    from harness.plan.options import set_values
 
     loaded = load(find_profile(profile), set_ or [])
     console.print(loaded.header, markup=False, style="dim")

@@ -1,5 +1,5 @@
 """`harness run`: worker groups from flags, or a profile. Its flags are made from the option
-table (harness.spec.options), so the command line, --group strings and profiles accept
+table (harness.plan.options), so the command line, --group strings and profiles accept
 exactly the same options."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from harness.errors import BadInput
 from harness.experiments.profile import find_profile
 from harness.modules.interface.options import Option
 from harness.rundir.writer import is_uri
-from harness.spec.group import GroupSpec, group_spec
-from harness.spec.options import in_scope, parse_args, split, table
-from harness.spec.run import RunSpec, run_spec, validate_run
+from harness.plan.group import GroupSpec, group_spec
+from harness.plan.options import in_scope, parse_args, split, table
+from harness.plan.run import RunSpec, run_spec, validate_run
 from harness.stats.slo import thresholds
 
 PANELS = {"group": "Worker group (also inside each --group)",
@@ -170,7 +170,7 @@ def run(
 
 
 def print_plan(spec: RunSpec, cluster: Any = None) -> None:
-    from harness.spec.plan import plan_lines
+    from harness.plan.preview import plan_lines
 
     for line in plan_lines(spec, cluster.nodes if cluster is not None else spec.nodes):
         console.print(line, markup=False)

@@ -29,7 +29,7 @@ from harness.distributed.wire import SEND_TIMEOUT_S, Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
 from harness.rundir.sinks import Closed, Sink
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 
 CLOCK_PROBES = 16
 CONNECT_TIMEOUT_S = 10.0

@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 import re
 
-from harness.spec.run import RunSpec
-from harness.spec.steps import scale_steps
+from harness.plan.run import RunSpec
+from harness.plan.steps import scale_steps
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -32,12 +32,12 @@ from harness.errors import StartFailure
 from harness.modules import transport_class
 from harness.modules.interface.base import Transport
 from harness.modules.interface.optional import EmbeddedBroker, PushedDelivery
-from harness.spec.group import GroupSpec, metrics_for
-from harness.spec.payloads import pool, read_payloads
-from harness.spec.run import RunSpec, run_steps
-from harness.spec.sizes import parse_sizes
-from harness.spec.steps import step_at, step_bounds
-from harness.spec.topology import endpoints, is_consumer, is_producer
+from harness.plan.group import GroupSpec, metrics_for
+from harness.plan.payloads import pool, read_payloads
+from harness.plan.run import RunSpec, run_steps
+from harness.plan.sizes import parse_sizes
+from harness.plan.steps import step_at, step_bounds
+from harness.plan.topology import endpoints, is_consumer, is_producer
 from harness.stats.figures import cpu_shares, role_count
 from harness.stats.histogram import empty, encode, fold_many, new_histogram
 from harness.stats.recorder import COUNTERS

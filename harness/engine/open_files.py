@@ -11,7 +11,7 @@ import resource
 
 from harness.errors import BadInput
 from harness.modules import transport_class
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 
 # Files a process holds besides its workers' connections: the interpreter's, the run
 # directory's, the pipes to the controller, the selectors' descriptors.

@@ -30,7 +30,7 @@ class Schedule:
     """Intended send times for one worker at `rate` messages a second.
 
     ramp: seconds over which the rate rises linearly from 0 to `rate`.
-    steps: instead of rate and ramp, the rate in steps (harness.spec.steps.RateStep: this
+    steps: instead of rate and ramp, the rate in steps (harness.plan.steps.RateStep: this
     worker's rate, each step's length from the start, a ramp from the step before); after
     the last the rate stays.
     poisson: exponentially distributed gaps with the same mean (Poisson arrivals).

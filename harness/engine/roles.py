@@ -39,7 +39,7 @@ from harness.modules.interface.optional import (
     PushedDelivery,
     TemporaryQueues,
 )
-from harness.spec.worktime import parse_work_time
+from harness.plan.worktime import parse_work_time
 
 _unpack, _SIZE = PREFIX.unpack_from, PREFIX.size
 # Messages measured in a batch: one arriving costs only its timestamp, and the measuring runs

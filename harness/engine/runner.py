@@ -35,9 +35,9 @@ from harness.rundir.writer import (
     scrub,
     write_json_atomic,
 )
-from harness.spec.group import metrics_for
-from harness.spec.run import RunSpec
-from harness.spec.topology import endpoints, exclusive_consumers
+from harness.plan.group import metrics_for
+from harness.plan.run import RunSpec
+from harness.plan.topology import endpoints, exclusive_consumers
 from harness.stats.histogram import decode, new_histogram, percentiles
 from harness.stats.intervals import RunStats
 from harness.stats.records import SCHEMA_VERSION, end_records, event_record, report_records

@@ -19,16 +19,16 @@ from harness.modules.interface.base import COMMIT_IN_DOUBT, Transport, Transport
 from harness.modules.interface.message import Destination
 from harness.modules.interface.optional import ClientLoop, PartitionOrder, Transactions
 from harness.modules.interface.roles import ROLES
-from harness.spec.payloads import drawn
-from harness.spec.sizes import DECK, parse_sizes
-from harness.spec.steps import burst_share, parse_burst
-from harness.spec.template import cycle, expand
+from harness.plan.payloads import drawn
+from harness.plan.sizes import DECK, parse_sizes
+from harness.plan.steps import burst_share, parse_burst
+from harness.plan.template import cycle, expand
 from harness.stats.recorder import Recorder, Sample
 from harness.stats.timeline import Timeline
 from harness.stats.verify import SeenSet, SequenceTracker
 
 if TYPE_CHECKING:
-    from harness.spec.group import GroupSpec
+    from harness.plan.group import GroupSpec
 
 # How long a blocked receive waits before the worker checks its flags and the interval clock.
 POLL_S = 0.05
@@ -95,7 +95,7 @@ class WorkerSetup:
     # everything sent there arrived; elsewhere a consumer ends it after an idle spell.
     checked: bool = False
     warmup_s: float = 0.0  # the run's warm-up, which a stepped rate's first step takes in
-    # Bodies read from files, with their CRCs, sent in turn (harness.spec.payloads)
+    # Bodies read from files, with their CRCs, sent in turn (harness.plan.payloads)
     payloads: list[tuple[bytes, int]] = field(default_factory=list)
 
 

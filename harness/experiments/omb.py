@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness.spec.options import table
+from harness.plan.options import table
 from harness.textfiles import load_yaml, read_text
 
 # Every key of OMB's Workload, with its default there. The value of a key whose default is

@@ -25,9 +25,9 @@ from harness.distributed.cluster import CLUSTER_KEYS, ClusterSpec, cluster_from
 from harness.errors import BadInput
 from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.base import Capability
-from harness.spec.group import GroupSpec, group_spec, validate_group
-from harness.spec.options import by_flag, in_scope, table
-from harness.spec.run import RunSpec, run_spec, validate_run
+from harness.plan.group import GroupSpec, group_spec, validate_group
+from harness.plan.options import by_flag, in_scope, table
+from harness.plan.run import RunSpec, run_spec, validate_run
 from harness.stats.slo import thresholds
 from harness.textfiles import load_yaml, read_text
 from harness.units import parse_size

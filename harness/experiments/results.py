@@ -12,8 +12,8 @@ from typing import Any
 from rich.table import Table
 
 from harness.modules.interface.roles import ROLES
-from harness.spec.run import RunSpec
-from harness.spec.topology import is_consumer
+from harness.plan.run import RunSpec
+from harness.plan.topology import is_consumer
 from harness.stats.backlog import Backlog
 from harness.stats.figures import run_loss, us_per_message
 from harness.stats.views import IntervalView

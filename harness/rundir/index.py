@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.spec.run import parse_labels
+from harness.plan.run import parse_labels
 from harness.textfiles import read_text
 
 

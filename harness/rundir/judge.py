@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.rundir.sinks import Closed, Sink
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 from harness.stats.slo import interval_figures, targets, thresholds
 
 

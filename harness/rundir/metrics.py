@@ -42,7 +42,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from harness.rundir.sinks import Closed, Sink
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 from harness.stats.figures import rate
 from harness.stats.histogram import percentiles
 

@@ -18,7 +18,7 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from harness.rundir.reader import RecordedRun
-from harness.spec.topology import is_consumer, is_producer
+from harness.plan.topology import is_consumer, is_producer
 from harness.stats.backlog import Backlog
 from harness.stats.figures import rate
 from harness.stats.histogram import new_histogram

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from hdrh.histogram import HdrHistogram
 
 from harness.modules.interface.feedback import WAITING
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 from harness.stats.figures import (
     CLIENT_CPU_LIMIT,
     closed_loop,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.screen.board import Board
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 
 
 @dataclass

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.spec.run import RunSpec
-from harness.spec.topology import endpoints
+from harness.plan.run import RunSpec
+from harness.plan.topology import endpoints
 from harness.stats.figures import kept
 from harness.stats.views import IntervalView
 

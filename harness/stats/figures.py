@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.modules.interface.roles import ROLES
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 
 # The ActiveMQ paper's rule: above this a client may itself be the bottleneck.
 CLIENT_CPU_LIMIT = 75.0

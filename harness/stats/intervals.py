@@ -14,11 +14,11 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from harness.spec.backlog import parse_backlog
-from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec, run_steps
-from harness.spec.steps import asked_rates, parse_steps, step_bounds
-from harness.spec.topology import endpoints, exclusive_consumers, is_consumer, is_producer
+from harness.plan.backlog import parse_backlog
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec, run_steps
+from harness.plan.steps import asked_rates, parse_steps, step_bounds
+from harness.plan.topology import endpoints, exclusive_consumers, is_consumer, is_producer
 from harness.stats.backlog import FillAndDrain, warmup_left
 from harness.stats.figures import (
     BROKER_CPU_LABEL,

@@ -106,7 +106,7 @@ class IntervalReport:
     phase: str = "measure"  # warmup, measure or drain (harness.stats.timeline)
     node: str = ""  # the node that measured it; empty for this node
     groups: dict[int, GroupPart] = field(default_factory=dict)
-    # --rate-steps: the step the interval is in (harness.spec.steps.step_at), -1 for none
+    # --rate-steps: the step the interval is in (harness.plan.steps.step_at), -1 for none
     step: int = -1
     # The process's resident memory, bytes, at the report (0: unknown), and in the first
     # report also before it made its clients (rss_start).

@@ -369,8 +369,8 @@ def targets(run: Any, nodes: int = 1) -> dict[str, float]:
 
 
 def thresholds(run: Any, nodes: int = 1, flag: str = "--slo") -> list[Threshold]:
-    """The run's thresholds, parsed against its groups (harness.spec.run.RunSpec)."""
-    from harness.spec.group import metrics_for
+    """The run's thresholds, parsed against its groups (harness.plan.run.RunSpec)."""
+    from harness.plan.group import metrics_for
 
     groups = {g.name: metrics_for(g) for g in run.groups}
     aims = targets(run, nodes)

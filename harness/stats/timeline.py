@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 
 WARMUP, MEASURE, DRAIN = "warmup", "measure", "drain"
 

@@ -1,5 +1,5 @@
 """How an option is declared: once, with its flags, type, default and help. The common options
-(harness.spec.options) and each transport's own (its `options`) are declared this way, and the
+(harness.plan.options) and each transport's own (its `options`) are declared this way, and the
 run command's flags, profile keys, --set paths and the manual's flag tables are all made from
 these declarations."""
 

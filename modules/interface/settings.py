@@ -1,6 +1,6 @@
 """What one transport instance is given: the group's fields a transport reads, where the
 worker runs, and the transport's own options, typed. Built from a worker group
-(harness.spec.group.GroupSpec.settings), which holds the defaults."""
+(harness.plan.group.GroupSpec.settings), which holds the defaults."""
 
 from __future__ import annotations
 

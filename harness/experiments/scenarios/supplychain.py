@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.spec.group import GroupSpec
-from harness.spec.options import CREDENTIALS, in_scope
-from harness.spec.run import RunSpec
+from harness.plan.group import GroupSpec
+from harness.plan.options import CREDENTIALS, in_scope
+from harness.plan.run import RunSpec
 from harness.stats.views import IntervalView
 
 # Message size classes (bytes) and the distributions of Table II's ranges, as (size, weight).

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from harness.modules.interface.roles import ROLES
-from harness.spec.run import RunSpec
+from harness.plan.run import RunSpec
 
 
 def is_producer(role: str) -> bool:

@@ -1,5 +1,5 @@
 """A worker group: a module (transport x role) run by threads in processes, with its
-options; built from options given by key (harness.spec.options) and validated before
+options; built from options given by key (harness.plan.options) and validated before
 anything starts. Every check names the flag at fault, so the CLI can print one line and
 exit 2."""
 
@@ -19,12 +19,12 @@ from harness.modules.interface.base import Capability
 from harness.modules.interface.optional import EmbeddedBroker, Multiplexed
 from harness.modules.interface.roles import ROLES
 from harness.modules.interface.settings import GROUP_FIELDS, Settings
-from harness.spec.options import field_values, password, table
-from harness.spec.payloads import MOST_BYTES, read_payloads
-from harness.spec.sizes import parse_sizes
-from harness.spec.steps import RateStep, parse_burst, parse_steps
-from harness.spec.template import TemplateError, check, expand
-from harness.spec.worktime import parse_work_time
+from harness.plan.options import field_values, password, table
+from harness.plan.payloads import MOST_BYTES, read_payloads
+from harness.plan.sizes import parse_sizes
+from harness.plan.steps import RateStep, parse_burst, parse_steps
+from harness.plan.template import TemplateError, check, expand
+from harness.plan.worktime import parse_work_time
 
 
 @dataclass
@@ -57,22 +57,22 @@ class GroupSpec:
     rate: float = 0.0
     poisson: bool = False
     ramp: float = 0.0
-    # The group's rate in steps (harness.spec.steps' text), instead of -rt or --rate.
+    # The group's rate in steps (harness.plan.steps' text), instead of -rt or --rate.
     rate_steps: str | None = None
     burst: str | None = None  # N@EVERY: the group's bursts besides its rate
     # A slow consumer: messages a second each consumer thread takes at most, and the time it
-    # spends on each (harness.spec.worktime's text) before acknowledging it.
+    # spends on each (harness.plan.worktime's text) before acknowledging it.
     consumer_rate: float = 0.0
     consumer_latency: str | None = None
     messages: int = 0
     size: int = 256
     body_type: str = "bytes"  # bytes, text (printable; a STOMP text frame) or xml
     body_file: str | None = None
-    # Sizes that vary (harness.spec.sizes' text); bodies from files (harness.spec.payloads).
+    # Sizes that vary (harness.plan.sizes' text); bodies from files (harness.plan.payloads).
     sizes: str | None = None
     payload_dir: str | None = None
     payload_split: str | None = None
-    payload_pool: int = 0  # bodies drawn at random per message (harness.spec.payloads.pool)
+    payload_pool: int = 0  # bodies drawn at random per message (harness.plan.payloads.pool)
     random_ratio: float | None = None
     properties: dict[str, str] = field(default_factory=dict)
     correlation_id: str | None = None
@@ -250,7 +250,7 @@ MAX_SOURCES = 65_536
 
 
 # What a transport reads that may differ per thread through {{ ... }}
-# (harness.spec.template); the worker expands the correlation id itself.
+# (harness.plan.template); the worker expands the correlation id itself.
 TEMPLATED = ("selector", "durable_name", "client_id")
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.modules.interface.roles import ROLES
-from harness.spec.backlog import parse_backlog
-from harness.spec.group import GroupSpec, parsed, validate_group
-from harness.spec.options import field_values, in_scope
-from harness.spec.steps import RateStep, parse_steps
+from harness.plan.backlog import parse_backlog
+from harness.plan.group import GroupSpec, parsed, validate_group
+from harness.plan.options import field_values, in_scope
+from harness.plan.steps import RateStep, parse_steps
 
 _GROUP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
@@ -49,7 +49,7 @@ class RunSpec:
     metrics_host: str = "127.0.0.1"
     pushgateway: str | None = None
     push_intervals: bool = False
-    # Backlog, then drain (harness.spec.backlog's text): the consumers held until their
+    # Backlog, then drain (harness.plan.backlog's text): the consumers held until their
     # destinations hold this many messages or bytes.
     backlog: str | None = None
     # --label KEY=VALUE: recorded in the manifest for `harness runs --label`

@@ -5,9 +5,9 @@ a run of this length would send, and the files the run would write."""
 from __future__ import annotations
 
 from harness.modules.interface.roles import ROLES
-from harness.spec.group import GroupSpec
-from harness.spec.run import RunSpec
-from harness.spec.steps import parse_steps
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec
+from harness.plan.steps import parse_steps
 
 
 def _destinations(group: GroupSpec) -> str:
