@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import subprocess
 import time
 from collections import Counter
@@ -492,11 +491,8 @@ def test_failed_connections_are_counted_and_tallied_by_reason(harness, brokers, 
     assert [r["errors"] for r in rows] == [12 - up] * 3
     publisher = result.summary["groups"]["publisher"]
     assert publisher["connect_failed"] == 3 * (12 - up) and publisher["sent"] == 3 * up
-    # Each interval's line tallies its failures by reason; which reason the broker gives a
-    # client it turns away varies (it closes before the CONNACK, or the socket is reset).
-    tallies = re.findall(r"(\d+) connections failed: (.*)", result.stderr)
-    assert [int(n) for n, _ in tallies] == [12 - up] * 3
-    for _, reasons in tallies:
-        assert sum(int(part.split(" × ")[0]) for part in reasons.split("; ")) == 12 - up
-    assert "× the broker closed the connection before its CONNACK" in result.stderr
+    # Each interval's failures tallied by reason in its line, the last interval's (handed
+    # off as the thread ends, not at a boundary) as every other's.
+    assert result.stderr.count(f"{12 - up} connections failed: {12 - up} × the broker closed "
+                               "the connection before its CONNACK") == 3
     assert f"{3 * (12 - up)} connection attempts failed" in result.stdout

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import os
 import select
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
+from harness.engine.connector import FAR, Connector
 from harness.engine.roles import Consumer
 from harness.engine.worker import MAX_SLEEP_S, Worker, WorkerSetup
 from harness.modules.interface.base import TransportError
@@ -43,15 +42,6 @@ RETRY_NS = 1_000_000_000
 # client library reconnects only while it is turned, and the tending of every client
 # comes round only every TEND_EVERY_NS.
 DOWN_TEND_NS = 250_000_000
-FAR = 1 << 62
-# Connection attempts a thread has under way at once: the connect rate paces when each
-# begins; these bound how many a slow handshake (a remote broker, TLS, one that does not
-# answer) keeps waiting together.
-CONNECTS_AT_ONCE = 32
-# ... and another begins beside those under way only once the oldest has taken this long
-# (waiting on the broker or the network): where connections are quick, one at a time costs
-# least and times each without the others' contention.
-SLOW_CONNECT_NS = 10_000_000
 
 
 class Clients(Worker):
@@ -91,17 +81,8 @@ class Clients(Worker):
         self.epoll = select.epoll()
         self.fds: dict[int, int] = {}  # socket -> client index
         self.registered = [-1] * len(clients)
-        # Connections being opened on the connector threads (client index -> its attempt and
-        # when it was begun, monotonic ns; oldest first), and those whose attempt ended,
-        # which a connector thread says through `woken`.
-        self.connector: ThreadPoolExecutor | None = None
-        self.opening: dict[int, tuple[Future[tuple[int, int]], int]] = {}
-        # Whether the last attempt took less than SLOW_CONNECT_NS: the next is then made on
-        # this thread, as a hand-off to a connector thread would cost more than it waits.
-        self.quick = True
-        self.opened: deque[int] = deque()
-        self.woken = os.eventfd(0, os.EFD_NONBLOCK)
-        self.epoll.register(self.woken, select.EPOLLIN)
+        self.connector = Connector(self.name, lambda i: self.clients[i].transport.open())
+        self.epoll.register(self.connector.woken, select.EPOLLIN)
 
     # -- the clients' connections
     def prepare(self) -> None:
@@ -121,98 +102,32 @@ class Clients(Worker):
                     wait_ns = first + i * self.connect_gap - now_ns()
                     if wait_ns > 0:
                         time.sleep(wait_ns / 1e9)
-                while (at := self._begin_at(now_ns())) > now_ns():
-                    self._prepared_if(self._wait_opened((at - now_ns()) / 1e9))
-                if self.quick and not self.opening:
+                while (at := self.connector.begin_at(now_ns())) > now_ns():
+                    self._prepared_if(self.connector.wait(min((at - now_ns()) / 1e9,
+                                                              MAX_SLEEP_S)))
+                if self.connector.here():
                     self._connect(i)
                     self.started.append(i)
                 else:
-                    self._start_open(i)
-            while self.opening:
-                self._prepared_if(self._wait_opened(MAX_SLEEP_S))
+                    self.connector.start(i)
+            while self.connector.opening:
+                self._prepared_if(self.connector.wait(MAX_SLEEP_S))
         except BaseException:
             self._stop_connector()
             raise
 
     def _prepared_if(self, i: int | None) -> None:
         if i is not None:
-            self._connected(i, *self._take_opened(i))
+            self._connected(i, *self.connector.take(i))
             self.started.append(i)
-
-    def _wait_opened(self, timeout: float) -> int | None:
-        """The next client whose connection attempt ended, waiting up to timeout for one
-        (prepare: nothing else to do); None if none did."""
-        if not self.opened:
-            select.select([self.woken], [], [], min(timeout, MAX_SLEEP_S))
-            with contextlib.suppress(BlockingIOError):
-                os.eventfd_read(self.woken)
-        return self.opened.popleft() if self.opened else None
-
-    def _begin_at(self, at: int) -> int:
-        """When the next attempt may begin, at or after `at`: FAR while CONNECTS_AT_ONCE are
-        under way; with some under way, once the oldest has taken SLOW_CONNECT_NS."""
-        opening = self.opening
-        if len(opening) >= CONNECTS_AT_ONCE:
-            return FAR
-        if opening:
-            return max(at, next(iter(opening.values()))[1] + SLOW_CONNECT_NS)
-        return at
-
-    # -- connection attempts on the connector threads
-    def _start_open(self, i: int) -> None:
-        if self.connector is None:
-            self.connector = ThreadPoolExecutor(CONNECTS_AT_ONCE,
-                                                thread_name_prefix=f"{self.name}-connect")
-        begun = now_ns()
-        future = self.connector.submit(self._open_timed, i)
-        self.opening[i] = (future, begun)
-        future.add_done_callback(lambda _: self._ended(i))
-
-    def _open_timed(self, i: int) -> tuple[int, int]:
-        """On a connector thread: client i's open(), and when it began and ended (monotonic
-        ns). Nothing else of the client is touched there: what follows is this thread's."""
-        began = now_ns()
-        self.clients[i].transport.open()
-        return began, now_ns()
-
-    def _ended(self, i: int) -> None:
-        self.opened.append(i)
-        os.eventfd_write(self.woken, 1)
-
-    def _take_opened(self, i: int) -> tuple[int, int]:
-        """When client i's ended attempt began and ended; raises what it raised."""
-        future, begun = self.opening.pop(i)
-        try:
-            began, up = future.result()
-        except BaseException:
-            self.quick = now_ns() - begun < SLOW_CONNECT_NS
-            raise
-        self.quick = up - began < SLOW_CONNECT_NS
-        return began, up
-
-    def _stop_connector(self) -> None:
-        """At the end: wait for the attempts under way (each within its transport's connect
-        timeout) and close what they opened and no one took."""
-        connector, self.connector = self.connector, None
-        if connector is not None:
-            connector.shutdown(wait=True)
-        for i, (future, _) in self.opening.items():
-            if future.exception() is None:
-                with contextlib.suppress(Exception):
-                    self.clients[i].transport.close()
-        self.opening.clear()
-        self.opened.clear()
 
     def _connect(self, i: int) -> int:
         """Open client i's connection on this thread, timed into the connect histogram;
         returns when it was up (monotonic ns), or raises TransportError."""
-        began = now_ns()
-        try:
-            self.clients[i].transport.open()
-        finally:
-            up = now_ns()
-            self.quick = up - began < SLOW_CONNECT_NS
-        return self._connected(i, began, up)
+        return self._connected(i, *self.connector.timed_here(i))
+
+    def _stop_connector(self) -> None:
+        self.connector.stop(lambda i: self.clients[i].transport.close())
 
     def _connected(self, i: int, began: int, up: int) -> int:
         """What follows client i's open() (timed from began to up): its subscription or
@@ -277,7 +192,7 @@ class Clients(Worker):
         """Client i's first connection, made on this thread (here) or by an attempt that
         ended on a connector thread: it sends from then on."""
         try:
-            done = self._connect(i) if here else self._connected(i, *self._take_opened(i))
+            done = self._connect(i) if here else self._connected(i, *self.connector.take(i))
         except TransportError as exc:
             self._connect_failed(exc)
             return False
@@ -359,17 +274,17 @@ class Clients(Worker):
             if down and now >= down_at:
                 down_at = now + DOWN_TEND_NS
                 self._tend_down()
-            opened = self.opened
+            opened = self.connector.opened
             while opened:  # attempts that ended, each begun at the connect rate
                 i = opened.popleft()
                 if not self._try_open(i, here=False):
                     heapq.heappush(waiting, (now + RETRY_NS, i))
                 now = now_ns()
-            if waiting and now >= self._begin_at(max(next_connect, waiting[0][0])):
+            if waiting and now >= self.connector.begin_at(max(next_connect, waiting[0][0])):
                 # One connection begun a turn, then what fell due meanwhile.
                 _, i = heapq.heappop(waiting)
-                if not self.quick or self.opening:
-                    self._start_open(i)
+                if not self.connector.here():
+                    self.connector.start(i)
                 elif not self._try_open(i, here=True):
                     heapq.heappush(waiting, (now + RETRY_NS, i))
                 # Behind the connect rate (slow handshakes), by at most a second's worth.
@@ -407,7 +322,7 @@ class Clients(Worker):
                     self._poll(epoll_poll, 0)
                 continue
             due = min(heap[0][0] if heap else FAR, self.next_boundary, until, tend_at,
-                      self._begin_at(max(next_connect, waiting[0][0])) if waiting else FAR,
+                      self.connector.begin_at(max(next_connect, waiting[0][0])) if waiting else FAR,
                       churn[0][0] if churn else FAR, down_at if down else FAR,
                       now + most_ns)
             if consumes and control.draining and not self.setup.checked and \
@@ -476,9 +391,8 @@ class Clients(Worker):
         for socket, _ in events:
             i = fds.get(socket)
             if i is None:
-                if socket == self.woken:  # an attempt ended: work() takes it
-                    with contextlib.suppress(BlockingIOError):
-                        os.eventfd_read(self.woken)
+                if socket == self.connector.woken:  # an attempt ended: work() takes it
+                    self.connector.heard()
                 continue
             transport = clients[i].transport
             try:
@@ -560,6 +474,10 @@ class Clients(Worker):
             self.rec.notes.append(f"{self.failures.total():,} connections failed: {tally}")
             self.failures.clear()
 
+    def hand_off_last(self) -> None:
+        self._tally()  # the last interval's failed connections, as every other's
+        super().hand_off_last()
+
     def flush(self, at: int) -> None:
         self._tally()
         if self.consumes:
@@ -600,5 +518,4 @@ class Clients(Worker):
                     clients[i].transport.close()
         finally:
             self.epoll.close()
-            with contextlib.suppress(OSError):  # closed already (a start that failed)
-                os.close(self.woken)
+            self.connector.close()
