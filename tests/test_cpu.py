@@ -57,10 +57,10 @@ def test_client_cpu_per_message_is_the_process_cpu_over_its_messages(tmp_path):
     import time
 
     from harness.engine.runner import Controller
-    from harness.rundir.reader import load
-    from harness.screen.console import interval_lines
     from harness.plan.group import group_spec
     from harness.plan.run import RunSpec, assign_group_names
+    from harness.rundir.reader import load
+    from harness.screen.console import interval_lines
     from harness.stats.figures import labels
 
     groups = [group_spec({"module": "loopback.Sender", "destination": "Q"}),

@@ -483,10 +483,10 @@ def test_the_live_screen_shows_a_row_per_node_and_q_stops_every_node(tmp_path):
 
     from harness.distributed.cluster import ClusterSpec
     from harness.distributed.driver import DistributedRun
-    from harness.screen.app import RunApp
-    from harness.screen.live import LiveFeed
     from harness.plan.group import GroupSpec
     from harness.plan.run import RunSpec, validate_run
+    from harness.screen.app import RunApp
+    from harness.screen.live import LiveFeed
 
     run = RunSpec(groups=[GroupSpec("loopback.Sender", "Q", thread_rate=200),
                           GroupSpec("loopback.Receiver", "Q")],

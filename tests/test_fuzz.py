@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from harness.errors import BadInput
 from harness.experiments import omb, profile
-from harness.rundir import reader
 from harness.plan.backlog import parse_backlog
 from harness.plan.group import address_list, parse_module
 from harness.plan.options import parse_args, parse_property
 from harness.plan.sizes import parse_sizes
 from harness.plan.steps import parse_burst, parse_steps
+from harness.rundir import reader
 from harness.stats import slo
 from harness.textfiles import MAX_DEPTH, decode
 from harness.units import parse_duration, parse_range, parse_size, parse_weighted

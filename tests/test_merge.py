@@ -16,9 +16,9 @@ import pytest
 from hdrh.log import HistogramLogReader
 
 from harness.merge.spark import MergeError, merge, session
-from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.plan.group import GroupSpec
 from harness.plan.run import RunSpec
+from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.stats.histogram import encode, new_histogram, percentiles
 from harness.stats.recorder import COUNTERS
 from harness.stats.records import SCHEMA_VERSION

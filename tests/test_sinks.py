@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from harness.engine.runner import Controller
-from harness.rundir.sinks import Closed, Sink
 from harness.plan.group import group_spec
 from harness.plan.run import RunSpec
+from harness.rundir.sinks import Closed, Sink
 from harness.stats.histogram import encode, new_histogram
 from harness.stats.recorder import COUNTERS
 from harness.stats.records import RECORDS, into_reports, report_records, required

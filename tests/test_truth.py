@@ -11,9 +11,9 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 from rich.console import Console
 
-from harness.screen.console import print_summary
 from harness.plan.group import group_spec, metrics_for
 from harness.plan.run import RunSpec
+from harness.screen.console import print_summary
 from harness.stats.histogram import decode, encode, new_histogram
 from harness.stats.intervals import RunStats
 from harness.stats.recorder import COUNTERS

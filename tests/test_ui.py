@@ -13,12 +13,12 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from harness.engine.runner import Controller
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec, validate_run
 from harness.rundir.reader import load
 from harness.screen.app import COLUMNS, RunApp
 from harness.screen.live import LiveFeed
 from harness.screen.replay import ReplayFeed
-from harness.plan.group import GroupSpec
-from harness.plan.run import RunSpec, validate_run
 from harness.units import format_us
 from tests.conftest import read_jsonl
 

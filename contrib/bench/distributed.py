@@ -45,11 +45,11 @@ from harness.distributed.node import Streamed
 from harness.distributed.shipping import Shipper
 from harness.distributed.wire import Link
 from harness.engine.runner import Controller
+from harness.plan.group import GroupSpec
+from harness.plan.run import RunSpec, validate_run
 from harness.rundir.sinks import Closed, Sink
 from harness.screen.app import RunApp
 from harness.screen.live import LiveFeed
-from harness.plan.group import GroupSpec
-from harness.plan.run import RunSpec, validate_run
 
 
 def spec(seconds: float, output: Path) -> RunSpec:

@@ -39,8 +39,8 @@ def run_target(target: str) -> None:
     with atheris.instrument_imports():
         from harness.errors import BadInput
         from harness.experiments import omb, profile
-        from harness.rundir import reader
         from harness.plan.sizes import parse_sizes
+        from harness.rundir import reader
 
     refused = (BadInput, ValueError, profile.ProfileError)
     scratch = Path(tempfile.mkdtemp(prefix="harness-fuzz-"))

@@ -33,9 +33,9 @@ from pathlib import Path
 import psutil
 
 from harness.merge.spark import merge, session
-from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.plan.group import GroupSpec, metrics_for
 from harness.plan.run import RunSpec
+from harness.rundir.writer import RunWriter, write_json_atomic
 from harness.stats.histogram import encode, new_histogram
 from harness.stats.recorder import COUNTERS
 from harness.stats.records import SCHEMA_VERSION

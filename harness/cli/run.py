@@ -15,10 +15,10 @@ from harness.cli.app import app, console, err_console, on_terminal, warn
 from harness.errors import BadInput
 from harness.experiments.profile import find_profile
 from harness.modules.interface.options import Option
-from harness.rundir.writer import is_uri
 from harness.plan.group import GroupSpec, group_spec
 from harness.plan.options import in_scope, parse_args, split, table
 from harness.plan.run import RunSpec, run_spec, validate_run
+from harness.rundir.writer import is_uri
 from harness.stats.slo import thresholds
 
 PANELS = {"group": "Worker group (also inside each --group)",

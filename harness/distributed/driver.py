@@ -47,10 +47,10 @@ from harness.engine.runner import LiveControls, RunResult, Signals
 from harness.errors import StartFailure
 from harness.merge.report import render
 from harness.merge.spark import MergeError, hadoop_path, merge, session, spark_failure
-from harness.rundir.sinks import Closed, Shown, Sink
-from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
 from harness.plan.group import metrics_for
 from harness.plan.run import RunSpec
+from harness.rundir.sinks import Closed, Shown, Sink
+from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
 from harness.stats.intervals import RunStats
 from harness.stats.reports import IntervalReport
 from harness.stats.slo import judged_exit

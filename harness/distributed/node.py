@@ -28,8 +28,8 @@ from harness.distributed.split import node_name, node_spec
 from harness.distributed.wire import SEND_TIMEOUT_S, Link, report_to_wire
 from harness.engine.runner import Controller
 from harness.errors import BadInput, StartFailure
-from harness.rundir.sinks import Closed, Sink
 from harness.plan.run import RunSpec
+from harness.rundir.sinks import Closed, Sink
 
 CLOCK_PROBES = 16
 CONNECT_TIMEOUT_S = 10.0

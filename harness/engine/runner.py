@@ -28,6 +28,9 @@ from harness.engine.cell import CellPlan
 from harness.engine.processes import ChildCell, LocalCell
 from harness.errors import StartFailure
 from harness.modules.interface.roles import ROLES
+from harness.plan.group import metrics_for
+from harness.plan.run import RunSpec
+from harness.plan.topology import endpoints, exclusive_consumers
 from harness.rundir.sinks import RUN_DIR_SINKS, Closed, Shown, Sink, Where
 from harness.rundir.writer import (
     host_facts,
@@ -35,9 +38,6 @@ from harness.rundir.writer import (
     scrub,
     write_json_atomic,
 )
-from harness.plan.group import metrics_for
-from harness.plan.run import RunSpec
-from harness.plan.topology import endpoints, exclusive_consumers
 from harness.stats.histogram import decode, new_histogram, percentiles
 from harness.stats.intervals import RunStats
 from harness.stats.records import SCHEMA_VERSION, end_records, event_record, report_records

@@ -20,9 +20,9 @@ from harness.experiments import results
 from harness.experiments.profile import Point, Profile, with_value
 from harness.experiments.search import Outcome, Probe, capacity
 from harness.modules.interface.roles import ROLES
-from harness.rundir.reader import load as load_run
 from harness.plan.run import RunSpec
 from harness.plan.topology import endpoints
+from harness.rundir.reader import load as load_run
 from harness.stats.figures import accepted_share
 from harness.stats.slo import EXIT_SLO
 

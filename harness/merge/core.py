@@ -23,11 +23,11 @@ import orjson
 from hdrh.histogram import HdrHistogram
 
 from harness.modules.interface.roles import ROLES
+from harness.plan.group import metrics_for
+from harness.plan.run import RunSpec
 from harness.rundir.reader import Interval, interval_of, run_from_manifest
 from harness.rundir.schema import READABLE, REQUIRED, SCHEMA_VERSION, problem, upgrade
 from harness.rundir.writer import hlog_line
-from harness.plan.group import metrics_for
-from harness.plan.run import RunSpec
 from harness.stats.counts import Counts, Tally
 from harness.stats.figures import rate
 from harness.stats.histogram import encode, new_histogram, percentiles

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness.rundir.sinks import Closed, Sink
 from harness.plan.run import RunSpec
+from harness.rundir.sinks import Closed, Sink
 from harness.stats.slo import interval_figures, targets, thresholds
 
 

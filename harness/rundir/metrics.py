@@ -41,8 +41,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from harness.rundir.sinks import Closed, Sink
 from harness.plan.run import RunSpec
+from harness.rundir.sinks import Closed, Sink
 from harness.stats.figures import rate
 from harness.stats.histogram import percentiles
 

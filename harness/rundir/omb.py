@@ -17,8 +17,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from harness.rundir.reader import RecordedRun
 from harness.plan.topology import is_consumer, is_producer
+from harness.rundir.reader import RecordedRun
 from harness.stats.backlog import Backlog
 from harness.stats.figures import rate
 from harness.stats.histogram import new_histogram

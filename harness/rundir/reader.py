@@ -14,10 +14,10 @@ from typing import Any, BinaryIO
 import orjson
 
 from harness.errors import BadInput
-from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
 from harness.plan.group import GroupSpec, metrics_for
 from harness.plan.options import in_scope
 from harness.plan.run import RunSpec
+from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
 from harness.stats.intervals import RunStats
 from harness.stats.records import into_reports
 from harness.stats.reports import IntervalReport

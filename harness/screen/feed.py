@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.screen.board import Board
 from harness.plan.run import RunSpec
+from harness.screen.board import Board
 
 
 @dataclass
