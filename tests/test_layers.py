@@ -172,3 +172,20 @@ def test_no_transport_names_a_role_it_asks_the_role_table_instead() -> None:
             if isinstance(node, ast.Constant) and node.value in ROLES:
                 named.append(f"{path.name}:{node.lineno}: {node.value!r}")
     assert not named, named
+
+
+def test_every_package_of_the_source_is_in_the_distribution() -> None:
+    """pyproject.toml names the packages the wheel holds: a folder of code added without
+    its name there would be left out of every install but the editable one."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for name, folder in setup["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            if parts and f"{name}.{parts[0]}" in setup["package-dir"]:
+                continue  # another folder's, mapped there
+            found.add(".".join((name, *parts)))
+    assert "harness.modules.nats" in found and "harness.plan" in found
+    assert found <= set(setup["packages"]), sorted(found - set(setup["packages"]))
