@@ -1,0 +1,134 @@
+"""The connection and its channel: parameters (TLS, heartbeat, credentials), opened once an
+attempt, closes counted as outages."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import ssl
+import time
+from typing import Any
+
+import pika
+import pika.exceptions
+import pika.heartbeat
+from harness.modules.amqp.common import DEFAULT_PORT, _IOLoop, _reason
+from harness.modules.amqp.options import AmqpOptions
+from harness.modules.interface.base import TransportError
+from harness.modules.interface.options import connect_timeout
+from harness.modules.interface.settings import Settings
+from harness.modules.kit.selector import MicrosecondEpoll
+from pika.adapters.select_connection import SelectConnection
+
+
+class Connection:
+    """The connection part: the connection and its channel, opened and lost. The state it
+    uses is made in AmqpTransport.__init__."""
+
+    settings: Settings[AmqpOptions]
+    o: AmqpOptions
+
+    # -- connection
+    def _parameters(self) -> pika.ConnectionParameters:
+        s, o = self.settings, self.o
+        host, port = s.address(DEFAULT_PORT)
+        credentials = pika.PlainCredentials(s.user, s.password or "") if s.user is not None \
+            else pika.ConnectionParameters.DEFAULT_CREDENTIALS
+        ssl_options = None
+        if s.tls:
+            context = ssl.create_default_context(cafile=s.ca)
+            if s.cert:
+                context.load_cert_chain(s.cert, s.key)
+            ssl_options = pika.SSLOptions(context, host)
+        client = self.settings.connection_id(stable=False)
+        return pika.ConnectionParameters(
+            host, port, o.vhost or "/", credentials, ssl_options=ssl_options,
+            heartbeat=math.ceil(o.heartbeat), connection_attempts=1,
+            # A connection attempt into a partition waits no longer than the liveness check
+            # would: a worker reconnecting when the run stops is not held past it.
+            socket_timeout=connect_timeout(o.heartbeat),
+            stack_timeout=connect_timeout(o.heartbeat),
+            client_properties={"connection_name": client} if client else None)
+
+    def open(self) -> None:
+        s = self.settings
+        host, port = s.address(DEFAULT_PORT)
+        result: dict[str, Any] = {}
+        self.close_reason = None
+        conn = SelectConnection(
+            self._parameters(),
+            on_open_callback=lambda c: result.setdefault("open", c),
+            on_open_error_callback=lambda c, exc: result.setdefault("error", exc),
+            on_close_callback=self._connection_closed,
+            custom_ioloop=_IOLoop() if self.exact_waits and MicrosecondEpoll else None)
+        conn.ioloop.activate_poller()
+        self.conn = conn
+        deadline = time.monotonic() + connect_timeout(self.settings.options.heartbeat)
+        while not result and time.monotonic() < deadline:
+            self._turn(0.05)
+        if "open" not in result:
+            self._abandon()
+            exc = result.get("error")
+            raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}")
+        self.connected = True
+        try:
+            self._open_channel()
+        except TransportError as exc:
+            self.close()
+            raise TransportError(f"cannot open a channel on {host}:{port}: {exc}") from None
+
+    def _open_channel(self) -> None:
+        o = self.o
+        channel = self._rpc(lambda cb: self.conn.channel(on_open_callback=cb), "channel")
+        channel.add_on_close_callback(self._channel_closed)
+        channel.add_on_return_callback(self._returned)
+        self.channel = channel
+        self.generation += 1
+        self.declared.clear()  # what a new channel must declare again
+        self.routes.clear()
+        self.next_tag = 0  # confirmation tags are the channel's own too
+        self.confirmed_early.clear()
+        self.last_tag = None
+        self.unacked = 0
+        if o.prefetch:
+            self._rpc(lambda cb: channel.basic_qos(prefetch_count=o.prefetch, callback=cb),
+                      "basic.qos")
+        if self.confirm_window:
+            self._rpc(lambda cb: channel.confirm_delivery(self._confirmed, callback=cb),
+                      "confirm.select")
+        if self.settings.transacted:
+            self._rpc(lambda cb: channel.tx_select(callback=cb), "tx.select")
+
+    def _connection_closed(self, conn: Any, reason: Exception) -> None:
+        if conn is not self.conn:
+            return
+        was = self.connected
+        self.connected = False
+        self.close_reason = _reason(reason)
+        if was and not self.closing:
+            self.outages.went_down()
+        self._lose_pending("connection lost before the broker confirmed the send")
+
+    def _channel_closed(self, channel: Any, reason: Exception) -> None:
+        if channel is not self.channel:
+            return
+        self.close_reason = _reason(reason)
+        if not self.closing and self.connected:
+            # A channel error (a declaration the broker refused, an unknown delivery tag):
+            # the connection goes with it, and the next call reconnects.
+            self.connected = False
+            self.outages.went_down()
+            with contextlib.suppress(Exception):
+                self.conn.close()
+        self._lose_pending("channel closed before the broker confirmed the send")
+
+    def _abandon(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.ioloop.close()
+
+    def _reopen(self) -> None:
+        self._abandon()
+        self.open()
+
