@@ -175,9 +175,20 @@ def backlog_text(b: dict[str, Any]) -> str:
 
 
 def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
+    """The summary as the console shows it after a run (and harness view)."""
     console.print(summary_table(summary))
     if summary.get("steps"):
         console.print(steps_table(summary))
+    _group_details(console, summary)
+    _run_figures(console, summary)
+    _warnings(console, summary)
+    _verdicts(console, summary)
+    console.print(f"run directory: {run_dir}", highlight=False)
+
+
+def _group_details(console: Console, summary: dict[str, Any]) -> None:
+    """Per group, what its table row leaves out: connections, processing, subscriptions,
+    confirms, redeliveries, rebalances and lag."""
     for name, g in summary["groups"].items():
         if g.get("connects"):
             q = g["connect"]
@@ -214,6 +225,11 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
             console.print(f"{name}: lag {g['lag']} at the end (messages waiting at the "
                           "broker that its consumers had not taken, as last read)",
                           highlight=False)
+
+
+def _run_figures(console: Console, summary: dict[str, Any]) -> None:
+    """The run's own figures: backlog, warm-up, abandoned threads, the harness floor,
+    throughput, client and broker CPU, memory."""
     if "backlog" in summary:
         console.print(backlog_text(summary["backlog"]), highlight=False)
     for point, left in summary.get("warmup_backlog", {}).items():
@@ -262,6 +278,11 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                  for side in ("client", "broker") if (m := memory.get(side))]
         console.print(f"memory with {memory['connections']:,} connections held: "
                       f"{', '.join(sides)}", highlight=False)
+
+
+def _warnings(console: Console, summary: dict[str, Any]) -> None:
+    """What makes a group's figures read otherwise: closed-loop latency, clamped samples,
+    unsent messages, outages."""
     for name, g in summary["groups"].items():
         if g.get("closed_loop"):
             console.print(f"{name}: no rate set, so no intended send times: its latency is "
@@ -281,6 +302,10 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
             console.print(f"outage {name}: {g['reconnects']} reconnects, "
                           f"{g['outage_ms'] / 1000:.1f} s disconnected (summed over threads), "
                           f"{g['errors']} errors{doubt}", highlight=False, style="yellow")
+
+
+def _verdicts(console: Console, summary: dict[str, Any]) -> None:
+    """The delivery check per destination, and the thresholds' verdict."""
     for check in summary["delivery"]:
         bad = check["missing"] or check["unexpected"] or check["duplicated"]
         doubt = f" ({check['in_doubt']} of them in doubt)" if check.get("in_doubt") else ""
@@ -295,7 +320,6 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
                       f"{sum(not v['passed'] for v in verdict['thresholds'])} of "
                       f"{len(verdict['thresholds'])} missed (exit {EXIT_SLO})"),
                       highlight=False, style=None if verdict["passed"] else "bold red")
-    console.print(f"run directory: {run_dir}", highlight=False)
 
 
 def slo_table(verdict: dict[str, Any]) -> Table:
