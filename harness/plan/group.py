@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.errors import BadInput
 from harness.modules import TRANSPORTS, transport_class
-from harness.modules.interface.base import Capability
+from harness.modules.interface.base import Capability, Transport
 from harness.modules.interface.optional import EmbeddedBroker, Multiplexed
 from harness.modules.interface.roles import ROLES
 from harness.modules.interface.settings import GROUP_FIELDS, Settings
@@ -458,6 +458,24 @@ def validate_group(group: GroupSpec, index: int) -> None:
         raise BadInput("--rate", "give either -rt (per thread) or --rate (in total), not both")
     if not 0.0 <= group.crc <= 1.0:
         raise BadInput("--crc", f"is a fraction of messages from 0 to 1, got {group.crc:g}")
+    _check_pacing(group, role_name)
+    _check_texts(group)
+    _check_destinations(group)
+    _check_bodies(group, role)
+    for flag, given in (("--ttl", group.ttl), ("--priority", group.priority is not None)):
+        if given and role.measures_only:
+            raise BadInput(flag, f"a {role_name} sends nothing: a message's {flag[2:]} is "
+                           "its producer's")
+    _check_role_options(group, role_name)
+    _check_slow_consumer(group, role_name)
+    _check_connection(group, transport, transport_name, role_name)
+    _check_capabilities(group, transport, transport_name, role_name)
+
+
+def _check_pacing(group: GroupSpec, role_name: str) -> None:
+    """The rate options: only for roles that send on a schedule, one way to give a rate,
+    and what needs a rate beside it."""
+    role = ROLES[role_name]
     if not role.produces:
         for flag, value in (("-rt", group.thread_rate), ("--rate", group.rate),
                             ("-rp", group.ramp), ("--poisson", group.poisson),
@@ -480,6 +498,11 @@ def validate_group(group: GroupSpec, index: int) -> None:
     if (group.ramp or group.poisson) and not group.per_thread_rate:
         flag = "-rp" if group.ramp else "--poisson"
         raise BadInput(flag, "needs a rate (-rt or --rate)")
+
+
+def _check_texts(group: GroupSpec) -> None:
+    """The templates a group's texts may hold ({thread}, ...) parse; the body type is
+    known."""
     for flag, text in [("--selector", group.selector), ("-co", group.correlation_id),
                        ("--durable-name", group.durable_name), ("--client-id", group.client_id),
                        *(("--property", v) for v in group.properties.values())]:
@@ -490,6 +513,10 @@ def validate_group(group: GroupSpec, index: int) -> None:
                 raise BadInput(flag, str(exc)) from None
     if group.body_type not in ("bytes", "text", "xml"):
         raise BadInput("--type", f"is bytes, text or xml, got {group.body_type!r}")
+
+
+def _check_destinations(group: GroupSpec) -> None:
+    """Numbered destinations (-db, -dx) and the body file."""
     if group.destination_base is not None and group.destination_max is None:
         raise BadInput("-db", "numbers destinations only with -dx (the highest number)")
     if group.destination_max is not None:
@@ -504,13 +531,12 @@ def validate_group(group: GroupSpec, index: int) -> None:
         if path.stat().st_size > MOST_BYTES:
             raise BadInput("-mf", f"{group.body_file!r} holds {path.stat().st_size:,} bytes; "
                            f"at most {MOST_BYTES:,}, which every process keeps in memory")
-    _check_bodies(group, role)
-    for flag, given in (("--ttl", group.ttl), ("--priority", group.priority is not None)):
-        if given and role.measures_only:
-            raise BadInput(flag, f"a {role_name} sends nothing: a message's {flag[2:]} is "
-                           "its producer's")
-    _check_role_options(group, role_name)
-    _check_slow_consumer(group, role_name)
+
+
+def _check_connection(group: GroupSpec, transport: type[Transport], transport_name: str,
+                      role_name: str) -> None:
+    """How the group connects: source addresses, many clients, TLS files, the flavour and
+    the protocol version."""
     if group.source_addresses:
         parsed("--source-addresses", address_list, group.source_addresses)
         if not transport.binds:
@@ -533,6 +559,13 @@ def validate_group(group: GroupSpec, index: int) -> None:
     if group.protocol and not transport.protocols:
         raise BadInput("--protocol", f"the {transport_name} transport speaks one protocol "
                        "version: there is none to choose")
+
+
+def _check_capabilities(group: GroupSpec, transport: type[Transport], transport_name: str,
+                        role_name: str) -> None:
+    """What the transport refuses for these settings, and each capability the role and
+    the options need."""
+    role = ROLES[role_name]
     settings = group.settings("", 0, 0)
     for flag, problem in transport.problems(settings):
         raise BadInput(flag, problem)
