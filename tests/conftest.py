@@ -27,23 +27,24 @@ SERVER_TESTS = {"test_a_send_no_broker_answers_is_in_doubt_after_send_timeout"}
 SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge",
                  "test_spark_submit"}
 SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases"}
-# The whole suite (contrib/setup/test.sh) runs these alone, one test at a time, and the rest
-# two at a time (pytest-xdist): they time the machine (its CPU, a paced schedule) or load all
-# of it (Spark's executors, the fault matrix's dozens of runs and servers), or wait on a
-# broker's timing (a Kafka consumer group forms in seconds on Tansu, more beside another
-# test's load; Prometheus scrapes each interval of a run within a second). The benchmarks'
-# tiny runs only have to finish: beside another test, but for the one that starts Spark.
-# The wire tests run six harness runs at once (Kafka's each with a Tansu of its own), or
-# send as fast as a client can: beside them, another test's timing does not hold.
-ALONE_MODULES = {"test_distributed", "test_install", "test_merge", "test_cpu", "test_spark_submit",
-                 "test_fault_matrix", "test_pacing", "test_kafka", "test_prometheus"}
-ALONE_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]",
-               "test_every_accepted_option_shows_on_the_wire",
-               "test_a_window_of_unacknowledged_sends_is_held_as_given",
+# The whole suite (contrib/setup/test.sh) runs these alone, one test at a time: they time
+# the machine (its CPU, a paced schedule) or wait on a broker's timing (a Kafka consumer
+# group forms in seconds on Tansu, more beside another test's load; Prometheus scrapes each
+# interval of a run within a second), or send as fast as a client can.
+ALONE_MODULES = {"test_cpu", "test_pacing", "test_kafka", "test_prometheus"}
+ALONE_TESTS = {"test_a_window_of_unacknowledged_sends_is_held_as_given",
                # each failed beside another test's load in a whole-suite run here
                "test_a_subscriber_the_server_cuts_off_as_slow_is_reported_with_its_loss",
                "test_an_http_server_lost_mid_run_is_a_connect_error_not_a_timeout",
                "test_stop_screenshot_reset_and_selection"}
+# ... and these two at a time, each module on one worker, beside nothing else: they load the
+# machine (Spark's driver and executors, the fault matrix's dozens of runs and servers, the
+# wire test's six runs at once, a wheel built), which the paced tests of the rest would feel,
+# but time nothing finer than seconds themselves.
+PAIRED_MODULES = {"test_distributed", "test_install", "test_merge", "test_spark_submit",
+                  "test_fault_matrix"}
+PAIRED_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distributed.py]",
+                "test_every_accepted_option_shows_on_the_wire"}
 # Pages rendered in headless Chromium, which the suite's set-up installs: out of the quick
 # tier, which installs nothing.
 BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chromium",
@@ -113,6 +114,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: starts Spark (or builds and installs the wheel)")
     config.addinivalue_line("markers", "slow: a run of several seconds")
     config.addinivalue_line("markers", "alone: runs with no other test beside it")
+    config.addinivalue_line("markers", "paired: runs beside one other such test only")
     config.addinivalue_line("markers", "browser: renders a page in headless Chromium")
 
 
@@ -131,6 +133,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if module in ALONE_MODULES or item.originalname in ALONE_TESTS or \
                 item.name in ALONE_TESTS:
             item.add_marker(pytest.mark.alone)
+        elif module in PAIRED_MODULES or item.originalname in PAIRED_TESTS or \
+                item.name in PAIRED_TESTS:
+            item.add_marker(pytest.mark.paired)
 
 
 @dataclass

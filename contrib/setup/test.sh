@@ -23,14 +23,19 @@ if [ ${#need[@]} -gt 0 ]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 .venv/bin/ruff check harness modules contrib tests
-# The tests that time the machine or load all of it (marked alone in tests/conftest.py) run
-# one after another; the rest two at a time (pytest-xdist), which waits on brokers and
-# paced runs, so that two of them share the two cores. Exit 5 (nothing selected, where the
-# arguments name tests of one kind only) is no failure.
-alone=0
-.venv/bin/python -m pytest -q -m alone "$@" || alone=$?
-[ "$alone" -ne 5 ] || alone=0
-rest=0
-.venv/bin/python -m pytest -q -m "not alone" -n 2 "$@" || rest=$?
-[ "$rest" -ne 5 ] || rest=0
-exit $(( alone > rest ? alone : rest ))
+# The tests that time the machine (marked alone in tests/conftest.py) run one after another;
+# those that load all of it (marked paired) two at a time, a module to a worker
+# (pytest-xdist), with nothing else beside them; the rest two at a time, which waits on
+# brokers and paced runs, so that two of them share the two cores. Exit 5 (nothing
+# selected, where the arguments name tests of one kind only) is no failure.
+status=0
+part() {
+    local code=0
+    .venv/bin/python -m pytest -q "$@" || code=$?
+    [ "$code" -ne 5 ] || code=0
+    [ "$code" -le "$status" ] || status=$code
+}
+part -m alone "$@"
+part -m paired -n 2 --dist loadfile "$@"
+part -m "not alone and not paired" -n 2 "$@"
+exit "$status"
