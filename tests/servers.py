@@ -116,6 +116,33 @@ class Mosquitto(Private):
         return ["mosquitto", "-c", str(conf)]
 
 
+class SecuredMosquitto(Mosquitto):
+    """Mosquitto that admits only the users of its password file, each where its ACL file
+    lets it: lines of `user NAME` then `topic read|write|readwrite PATTERN`."""
+
+    def __init__(self, directory: Path, users: dict[str, str], acl: str) -> None:
+        super().__init__(directory)
+        self.users, self.acl = users, acl
+
+    def command(self) -> list[str]:
+        passwords = self.dir / "passwords"
+        passwords.unlink(missing_ok=True)
+        for user, password in self.users.items():
+            # The password on the command line of the test's own tool, never the harness's.
+            subprocess.run(["mosquitto_passwd", "-b", *(() if passwords.exists() else ("-c",)),
+                            str(passwords), user, password], check=True, capture_output=True)
+        (self.dir / "acl").write_text(self.acl)
+        conf = self.dir / "mosquitto.conf"
+        conf.write_text(textwrap.dedent(f"""\
+            listener {self.ports["mqtt"]} {self.host}
+            allow_anonymous false
+            password_file {passwords}
+            acl_file {self.dir / "acl"}
+            user {getpass.getuser()}
+            """))
+        return ["mosquitto", "-c", str(conf)]
+
+
 class Nginx(Private):
     """One process (no master, whose workers would outlive its SIGKILL)."""
 

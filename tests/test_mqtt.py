@@ -1,5 +1,6 @@
 """The MQTT transport against real Mosquitto, ActiveMQ and RabbitMQ brokers."""
 
+import json
 import shlex
 import subprocess
 import time
@@ -9,7 +10,16 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 from harness.modules.mqtt import MqttTransport
 
-from tests.conftest import free_port, make_certificates, settings_for, unique, wait_for_port
+from tests.conftest import (
+    env,
+    free_port,
+    make_certificates,
+    only_run_dir,
+    settings_for,
+    unique,
+    wait_for_port,
+)
+from tests.servers import SecuredMosquitto
 
 
 def flags(brokers, broker):
@@ -188,3 +198,47 @@ def test_a_producer_driving_pahos_loop_itself_loses_nothing_at_qos_1_and_2(harne
     assert subscriber["received"] == 6000
     assert subscriber["lost"] == subscriber["duplicated"] == 0
 
+
+def test_a_mosquitto_with_passwords_and_an_acl_admits_refuses_and_drops_as_it_says(
+        harness, brokers, tmp_path):
+    """A Mosquitto of its own with a password file and an ACL: the user's password from the
+    environment gets in; a wrong one is turned away at the start in one line; a QoS 1
+    publish where the ACL denies writing is refused message by message on MQTT 5 and, on
+    MQTT 3.1.1, which has no way to say so, acknowledged and dropped: the delivery check
+    then counts every one missing, so that no figure calls them delivered."""
+    secret = env()["MQTT_SECRET"]
+    server = SecuredMosquitto(tmp_path / "mosquitto", {"bench": secret},
+                              "user bench\ntopic readwrite bench/#\ntopic read ro/#\n")
+    server.start()
+    port = str(server.ports["mqtt"])
+    login = ["--port", port, "--user", "bench", "--password-env", "MQTT_SECRET"]
+
+    def run(*args: str) -> tuple[object, dict]:
+        out = tmp_path / unique("acl")
+        done = harness("run", *args, *login, "-rt", "50", "-rl", "2", "-sw", "0", "-ss", "1",
+                       "--qos", "1", "-o", str(out), timeout=60, output=False)
+        assert done.code == 0, done.stderr
+        assert secret not in done.stdout + done.stderr
+        return done, json.loads((only_run_dir(out) / "summary.json").read_text())
+
+    try:
+        _, allowed = run("-m", "mqtt.Publisher", "-d", "bench/t", "--protocol", "5", "-g",
+                         f"-m mqtt.Subscriber -d bench/t --protocol 5 {' '.join(login)}")
+        denied, refusals = run("-m", "mqtt.Publisher", "-d", "ro/t", "--protocol", "5")
+        _, dropped = run("-m", "mqtt.Publisher", "-d", "ro/t", "-g",
+                         f"-m mqtt.Subscriber -d ro/t {' '.join(login)}")
+        wrong = harness("run", "-m", "mqtt.Publisher", "-d", "bench/t", "--port", port,
+                        "--user", "bench", "--password", "wrong", "-rl", "1", "-o",
+                        str(tmp_path / "wrong"), timeout=60, output=False)
+    finally:
+        server.stop()
+    delivered = allowed["delivery"][0]
+    assert delivered["expected"] == delivered["received"] >= 100
+    refused = refusals["groups"]["publisher"]
+    assert refused["sent"] >= 100 and refused["refused"] == refused["sent"]
+    assert "the broker refused it: Not authorized" in denied.stderr
+    sent, check = dropped["groups"]["publisher"], dropped["delivery"][0]
+    assert sent["sent"] >= 100 and sent["refused"] == sent["errors"] == 0
+    assert check["received"] == 0 and check["missing"] == check["expected"] == sent["sent"]
+    assert wrong.code == 1 and wrong.stderr.strip().endswith("Not authorized")
+    assert "Traceback" not in wrong.stderr
