@@ -3,7 +3,6 @@ a driver subclasses, and the README saying the same."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
