@@ -74,6 +74,18 @@ class Redis(Private):
                 "--appendfsync", "always", "--dir", str(self.dir)]
 
 
+class SecuredRedis(Redis):
+    """Redis whose users are those of its ACL file (the default user off)."""
+
+    def __init__(self, directory: Path, acl: str) -> None:
+        super().__init__(directory)
+        self.acl = acl
+
+    def command(self) -> list[str]:
+        (self.dir / "users.acl").write_text(self.acl + "user default off\n")
+        return [*super().command(), "--aclfile", str(self.dir / "users.acl")]
+
+
 class Nats(Private):
     """nats-server with JetStream on file storage in its directory."""
 

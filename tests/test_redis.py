@@ -1,6 +1,7 @@
 """The redis transport (redis-py) against a real redis-server, started by the broker script
 where it does not already run."""
 
+import json
 import threading
 import time
 
@@ -10,7 +11,16 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 from harness.modules.redis import RedisTransport
 
-from tests.conftest import MADE, beside_a_killed_consumer, ours, settings_for, unique
+from tests.conftest import (
+    MADE,
+    beside_a_killed_consumer,
+    env,
+    only_run_dir,
+    ours,
+    settings_for,
+    unique,
+)
+from tests.servers import SecuredRedis
 
 
 @pytest.fixture
@@ -208,3 +218,47 @@ def test_a_read_the_server_refuses_each_time_does_not_spin(harness, server):
     # At most one an ERROR_PAUSE_S (10 ms): under 300 for the 3 s run (its clock starts
     # after the group is made, so a little more in all); spinning made thousands a second.
     assert 0 < receiver["errors"] <= 400, receiver["errors"]
+
+
+def test_redis_acl_users_are_admitted_where_they_may_and_refused_in_words_elsewhere(
+        harness, brokers, tmp_path):
+    """A Redis of its own whose one user may use keys and channels beginning bench: its
+    password from the environment gets it in and its messages through; a publish to a
+    channel it may not use is refused message by message (kept by no one, counted once as
+    refused and as an error); a stream it may not create ends the start in one line; a
+    wrong password too."""
+    secret = env()["MQTT_SECRET"]
+    server = SecuredRedis(tmp_path / "redis", f"user bench on >{secret} ~bench* &bench* "
+                          "+@all\n")
+    server.start()
+    login = ["--port", str(server.ports["redis"]), "--user", "bench", "--password-env",
+             "MQTT_SECRET"]
+
+    def run(*args: str, password: list[str] = login) -> tuple[object, dict | None]:
+        out = tmp_path / unique("acl")
+        done = harness("run", *args, *password, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
+                       str(out), timeout=60, output=False)
+        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
+        run_dir = only_run_dir(out)
+        return done, json.loads((run_dir / "summary.json").read_text()) \
+            if run_dir and (run_dir / "summary.json").exists() else None
+
+    try:
+        _, allowed = run("-m", "redis.Sender", "-d", "bench.q", "-rt", "50", "-g",
+                         f"-m redis.Receiver -d bench.q {' '.join(login)}")
+        _, denied = run("-m", "redis.Publisher", "-d", "other.t", "-rt", "50")
+        stream, _ = run("-m", "redis.Sender", "-d", "other.q", "-rt", "50")
+        wrong, _ = run("-m", "redis.Publisher", "-d", "bench.t", password=[
+            "--port", str(server.ports["redis"]), "--user", "bench", "--password", "wrong"])
+    finally:
+        server.stop()
+    assert allowed is not None and denied is not None
+    delivered = allowed["delivery"][0]
+    assert delivered["expected"] == delivered["received"] >= 100
+    refused = denied["groups"]["publisher"]
+    assert refused["sent"] >= 100 and refused["refused"] == refused["errors"] == \
+        refused["sent"]
+    assert denied["throughput"]["received_by_broker"] == 0
+    assert stream.code == 1 and "other.q: this user has no permissions to access one of " \
+        "the keys" in stream.stderr
+    assert wrong.code == 1 and "invalid username-password pair" in wrong.stderr
