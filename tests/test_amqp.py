@@ -11,7 +11,8 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 
 from harness.stats.histogram import decode
-from tests.conftest import rabbitmq_queues, settings_for, unique
+from tests.conftest import env, only_run_dir, rabbitmq_queues, settings_for, unique
+from tests.servers import SecuredRabbitMQ
 
 
 def depth(queue: str) -> int:
@@ -478,3 +479,50 @@ def test_the_screen_shows_the_confirm_times_the_summary_has(harness, brokers):
     confirm = done.summary["groups"]["sender"]["confirm"]
     assert rows["confirm cumul."] == [format_us(confirm[k]) for k in
                                       ("p50", "p90", "p99", "p99.9", "max")]
+
+
+def test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words(
+        harness, brokers, tmp_path):
+    """A RabbitMQ node of its own whose user may write only to the default exchange and
+    bench* (RabbitMQ's permissions): its sends there arrive; each publish to amq.topic is
+    refused by the broker, which closes the channel (403 ACCESS_REFUSED), and is counted
+    once as refused with the broker's words, with or without confirms, and no outage (the
+    connection was never down: a channel on it is opened again for the next send); a wrong
+    password ends the start in one line."""
+    secret = env()["MQTT_SECRET"]
+    server = SecuredRabbitMQ(tmp_path / "rabbitmq", {
+        "bench": (secret, ".*", r"^(amq\.default|bench.*)$", ".*")})
+    server.start(120)
+    login = ["--port", str(server.ports["amqp"]), "--user", "bench", "--password-env",
+             "MQTT_SECRET"]
+
+    def run(*args: str, password: tuple[str, ...] = tuple(login)) -> tuple[object, dict]:
+        out = tmp_path / unique("perm")
+        done = harness("run", *args, *password, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
+                       str(out), timeout=90, output=False)
+        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
+        run_dir = only_run_dir(out)
+        summary = run_dir / "summary.json" if run_dir else None
+        return done, json.loads(summary.read_text()) if summary and summary.exists() else {}
+
+    try:
+        queue = unique("bench.q")
+        _, allowed = run("-m", "amqp.Sender", "-d", queue, "-rt", "50", "-g",
+                         f"-m amqp.Receiver -d {queue} {' '.join(login)}")
+        plain, refused = run("-m", "amqp.Publisher", "-d", "bench.t", "-rt", "50")
+        _, confirmed = run("-m", "amqp.Publisher", "-d", "bench.t", "-rt", "50",
+                           "--confirm", "10")
+        wrong, _ = run("-m", "amqp.Sender", "-d", queue, password=(
+            "--port", str(server.ports["amqp"]), "--user", "bench", "--password", "wrong"))
+    finally:
+        server.stop()
+    assert allowed["delivery"][0]["expected"] == allowed["delivery"][0]["received"] >= 100
+    for summary in (refused, confirmed):
+        publisher = summary["groups"]["publisher"]
+        assert publisher["sent"] >= 100
+        assert publisher["refused"] == publisher["errors"] == publisher["sent"]
+        assert publisher["in_doubt"] == publisher["reconnects"] == publisher["outage_ms"] == 0
+        assert summary["throughput"]["received_by_broker"] == 0
+    assert plain.code == 0 and "the broker refused access: 403 ACCESS_REFUSED - access to " \
+        "exchange 'amq.topic' in vhost '/' refused for user 'bench'" in plain.stderr
+    assert wrong.code == 1 and "cannot connect" in wrong.stderr, wrong.stderr

@@ -39,6 +39,7 @@ class _PromptHeartbeat(pika.heartbeat.HeartbeatChecker):
 pika.heartbeat.HeartbeatChecker = _PromptHeartbeat  # type: ignore[misc]
 
 DEFAULT_PORT = 5672
+ACCESS_REFUSED = 403  # AMQP 0-9-1's reply code for what the user's permissions forbid
 RPC_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 10.0
 # How long a consumer closing waits for the queue's depth, for the run's last interval.

@@ -12,7 +12,7 @@ from typing import Any
 import pika
 import pika.exceptions
 import pika.heartbeat
-from harness.modules.amqp.common import DEFAULT_PORT, _IOLoop, _reason
+from harness.modules.amqp.common import ACCESS_REFUSED, DEFAULT_PORT, _IOLoop, _reason
 from harness.modules.amqp.options import AmqpOptions
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.options import connect_timeout
@@ -87,6 +87,7 @@ class Connection:
         self.declared.clear()  # what a new channel must declare again
         self.routes.clear()
         self.next_tag = 0  # confirmation tags are the channel's own too
+        self.channel_first = -1
         self.confirmed_early.clear()
         self.last_tag = None
         self.unacked = 0
@@ -113,6 +114,15 @@ class Connection:
         if channel is not self.channel:
             return
         self.close_reason = _reason(reason)
+        refused = isinstance(reason, pika.exceptions.ChannelClosedByBroker) and \
+            reason.reply_code == ACCESS_REFUSED
+        if refused and not self.closing and self.connected:
+            # The user's permissions, not an outage: nothing was down. The next call opens
+            # a channel on the same connection (_check).
+            self._refuse_channel(f"the broker refused access: {self.close_reason}")
+            self.connected = False
+            self.channel_refused = True
+            return
         if not self.closing and self.connected:
             # A channel error (a declaration the broker refused, an unknown delivery tag):
             # the connection goes with it, and the next call reconnects.
@@ -121,6 +131,33 @@ class Connection:
             with contextlib.suppress(Exception):
                 self.conn.close()
         self._lose_pending("channel closed before the broker confirmed the send")
+
+    def _check(self) -> None:
+        """After a channel closed refusing access, a new channel on the same connection
+        (and its subscription again); otherwise as every transport reconnects."""
+        if self.channel_refused and self.conn is not None and self.conn.is_open:
+            self.channel_refused, self.close_reason, self.connected = False, None, True
+            self._open_channel()
+            if self.subscription is not None:
+                self._subscribe(self.subscription)
+            return
+        self.channel_refused = False
+        super()._check()  # type: ignore[misc]
+
+    def _refuse_channel(self, reason: str) -> None:
+        """The broker closed the channel refusing access (a publish where the user may not
+        write): the sends it carried that the broker had not confirmed are refused, not
+        in doubt. Without confirms, every send the channel carried: the broker refuses the
+        first it may not take and ignores the rest until the channel closes."""
+        failed = self.feedback.failed
+        if self.confirm_window:
+            while self.pending:
+                _, seq, _ = self.pending.popleft()
+                failed.append((seq, "refused", reason))
+        elif self.channel_first >= 0:
+            failed.extend((seq, "refused", reason)
+                          for seq in range(self.channel_first, self.channel_last + 1))
+        self.channel_first = -1
 
     def _abandon(self) -> None:
         conn, self.conn = self.conn, None

@@ -45,6 +45,9 @@ class Publishing:
             self.connected = False
             self.outages.went_down()
             raise TransportError(f"send failed: {_reason(exc)}") from None
+        if self.channel_first < 0:
+            self.channel_first = message.seq
+        self.channel_last = message.seq
         if self.confirm_window:
             self.next_tag += 1
             failed = self.feedback.failed

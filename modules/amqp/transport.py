@@ -150,6 +150,11 @@ class AmqpTransport(Turning, Connection, Topology, Publishing, Consuming,
         self.conn: Any = None
         self.channel: Any = None
         self.generation = 0  # the channel's number: delivery tags are a channel's own
+        # The sends the channel carried, by sequence number (first -1: none yet): what a
+        # broker that closes it refusing access (403) refused.
+        self.channel_first = -1
+        self.channel_last = -1
+        self.channel_refused = False  # closed by the broker refusing access (_check)
         self.closing = False
         self.close_reason: str | None = None
         self.replying = settings.replies  # replies go by the default exchange
