@@ -133,7 +133,35 @@ class RunStats:
         """Merge one interval's reports from every process (and node), and add each to the
         totals of its own phase; broker_memory: the broker's rss (and rss_start), bytes."""
         length = max((r.length_s for r in reports), default=0.0)
+        steps = self._add_spans(reports)
         views: dict[str, GroupInterval] = {}
+        for g, totals in enumerate(self.groups):
+            parts = [(r, r.groups[g]) for r in reports if g in r.groups]
+            if parts:
+                views[totals.spec.name] = self._merge_group(g, totals, parts, steps, index)
+        phase = view_phase(reports)
+        cpu_max = max((r.cpu for r in reports), default=0.0)
+        nodes = self._nodes(reports)
+        self._mark(index, reports, views, broker_memory)
+        if phase == "measure":
+            self.cpu.append(cpu_max)
+            if broker_cpu is not None:
+                self.broker_cpu.append(broker_cpu)
+            if machine_cpu is not None:
+                self.machine_cpu.append(machine_cpu)
+        self.intervals += 1
+        backlog = None
+        if self.fill is not None:
+            held = not self.fill.reached
+            self.released = self.fill.add(index, start, length,
+                                          {name: v.counters for name, v in views.items()})
+            backlog = (self.fill.now, self.fill.unit, held)
+        return IntervalView(index, start, length, phase, views, cpu_max, broker_cpu,
+                            machine_cpu, dict(sorted(nodes.items())), backlog)
+
+    def _add_spans(self, reports: list[IntervalReport]) -> dict[int, int]:
+        """Each node's measured seconds (and each step's) of this interval; returns each
+        report's step (by id), as the process that measured it said."""
         spans: dict[tuple[str, int], float] = {}
         for report in reports:
             if report.phase == "measure":
@@ -152,63 +180,67 @@ class RunStats:
                 step_spans[key3] = max(step_spans.get(key3, 0.0), report.length_s)
         for (step, node, _), seconds in step_spans.items():
             self.step_seconds[step][node] = self.step_seconds[step].get(node, 0.0) + seconds
-        for g, totals in enumerate(self.groups):
-            parts = [(r, r.groups[g]) for r in reports if g in r.groups]
-            if not parts:
-                continue
-            counters = dict.fromkeys(COUNTERS, 0)
-            for report, part in parts:
-                phase = report.phase
-                totals.clamped += part.clamped
+        return steps
+
+    def _merge_group(self, g: int, totals: GroupTotals, parts: list[tuple[IntervalReport, Any]],
+                     steps: dict[int, int], index: int) -> GroupInterval:
+        """One group's parts of the interval merged into its view, and added to the totals
+        of their phases (the warm-up's to `everything` only)."""
+        counters = dict.fromkeys(COUNTERS, 0)
+        for report, part in parts:
+            phase = report.phase
+            totals.clamped += part.clamped
+            for name, value in part.counters.items():
+                counters[name] += value
+                totals.everything[name] += value
+                if phase != "warmup":
+                    totals.counters[name] += value
+            if phase == "measure":
+                measured = totals.measured.setdefault(report.node,
+                                                      dict.fromkeys(COUNTERS, 0))
                 for name, value in part.counters.items():
-                    counters[name] += value
-                    totals.everything[name] += value
-                    if phase != "warmup":
-                        totals.counters[name] += value
-                if phase == "measure":
-                    measured = totals.measured.setdefault(report.node,
-                                                          dict.fromkeys(COUNTERS, 0))
-                    for name, value in part.counters.items():
-                        measured[name] += value
-            histograms: dict[str, HdrHistogram] = {}
-            texts: dict[str, str] = {}
-            for metric in totals.metrics:
-                each = [(r, p) for r, p in parts if metric in p.histograms]
-                if len(each) == 1:  # one process measured it: its histogram is the interval's
-                    report, part = each[0]
-                    histograms[metric] = histogram = part.histogram(metric)
-                    texts[metric] = part.histograms[metric]
-                    if report.phase != "warmup" and histogram.get_total_count():
-                        totals.histograms[metric].add(histogram)
-                    continue
-                if not each:
-                    texts[metric], histograms[metric] = empty()
-                    continue
-                histograms[metric] = histogram = new_histogram()
-                for _, part in each:
-                    part.add_to(histogram, metric)
-                if all(report.phase != "warmup" for report, _ in each):
-                    if histogram.get_total_count():
-                        totals.histograms[metric].add(histogram)
-                    continue
-                for report, part in each:  # the warm-up's parts left out of the totals
-                    if report.phase != "warmup":
-                        part.add_to(totals.histograms[metric], metric)
-            if steps:
-                self._add_to_steps(g, [(r, p) for r, p in parts if id(r) in steps], steps,
-                                   histograms)
-            cpu = max(r.cpu for r, _ in parts)
-            view = views[totals.spec.name] = GroupInterval(
-                totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
-                sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu,
-                texts, add_partitions(p.partitions for _, p in parts),
-                sum(p.clients for _, p in parts), sum(p.clients_up for _, p in parts))
-            if (lag := view.lag) is not None:
-                totals.lag = (index, lag)
-            if any(r.phase == "measure" for r, _ in parts):
-                totals.cpu.append(cpu)
-        phase = view_phase(reports)
-        cpu_max = max((r.cpu for r in reports), default=0.0)
+                    measured[name] += value
+        histograms: dict[str, HdrHistogram] = {}
+        texts: dict[str, str] = {}
+        for metric in totals.metrics:
+            each = [(r, p) for r, p in parts if metric in p.histograms]
+            if len(each) == 1:  # one process measured it: its histogram is the interval's
+                report, part = each[0]
+                histograms[metric] = histogram = part.histogram(metric)
+                texts[metric] = part.histograms[metric]
+                if report.phase != "warmup" and histogram.get_total_count():
+                    totals.histograms[metric].add(histogram)
+                continue
+            if not each:
+                texts[metric], histograms[metric] = empty()
+                continue
+            histograms[metric] = histogram = new_histogram()
+            for _, part in each:
+                part.add_to(histogram, metric)
+            if all(report.phase != "warmup" for report, _ in each):
+                if histogram.get_total_count():
+                    totals.histograms[metric].add(histogram)
+                continue
+            for report, part in each:  # the warm-up's parts left out of the totals
+                if report.phase != "warmup":
+                    part.add_to(totals.histograms[metric], metric)
+        if steps:
+            self._add_to_steps(g, [(r, p) for r, p in parts if id(r) in steps], steps,
+                               histograms)
+        cpu = max(r.cpu for r, _ in parts)
+        view = GroupInterval(
+            totals.spec.role, counters, histograms, sum(p.threads_up for _, p in parts),
+            sum(p.threads for _, p in parts), sum(p.producing for _, p in parts), cpu,
+            texts, add_partitions(p.partitions for _, p in parts),
+            sum(p.clients for _, p in parts), sum(p.clients_up for _, p in parts))
+        if (lag := view.lag) is not None:
+            totals.lag = (index, lag)
+        if any(r.phase == "measure" for r, _ in parts):
+            totals.cpu.append(cpu)
+        return view
+
+    def _nodes(self, reports: list[IntervalReport]) -> dict[str, NodeInterval]:
+        """Per node, where there are several, what it counted and its CPU this interval."""
         nodes: dict[str, NodeInterval] = {}
         if len({r.node for r in reports}) > 1:
             for report in reports:
@@ -219,6 +251,12 @@ class RunStats:
                     totals = self.groups[g]
                     node.counts[totals.spec.name] += totals.count(part.counters)
                     node.errors += part.counters["errors"]
+        return nodes
+
+    def _mark(self, index: int, reports: list[IntervalReport],
+              views: dict[str, GroupInterval], broker_memory: dict[str, int] | None) -> None:
+        """The processes' and the broker's memory, and the clients connected, at this
+        interval."""
         for report in reports:
             self.memory.mark(f"{report.node}/{report.process}", index, report.rss,
                              report.rss_start)
@@ -226,21 +264,6 @@ class RunStats:
             self.memory.mark("broker", index, broker_memory.get("rss", 0),
                              broker_memory.get("rss_start", 0))
         self.memory.clients(index, sum(v.clients_up for v in views.values()))
-        if phase == "measure":
-            self.cpu.append(cpu_max)
-            if broker_cpu is not None:
-                self.broker_cpu.append(broker_cpu)
-            if machine_cpu is not None:
-                self.machine_cpu.append(machine_cpu)
-        self.intervals += 1
-        backlog = None
-        if self.fill is not None:
-            held = not self.fill.reached
-            self.released = self.fill.add(index, start, length,
-                                          {name: v.counters for name, v in views.items()})
-            backlog = (self.fill.now, self.fill.unit, held)
-        return IntervalView(index, start, length, phase, views, cpu_max, broker_cpu,
-                            machine_cpu, dict(sorted(nodes.items())), backlog)
 
     def _add_to_steps(self, g: int, parts: list[tuple[IntervalReport, Any]],
                       steps: dict[int, int], histograms: dict[str, HdrHistogram]) -> None:
