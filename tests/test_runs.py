@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
+from harness.units import format_us
 from tests.conftest import env, harness_command
 
 
@@ -87,6 +89,18 @@ def test_runs_are_listed_newest_first_filtered_and_as_scripts_read_them(harness,
         capture_output=True, text=True, timeout=120, env=env())
     assert alone.returncode == 2 and "1 run(s)" in alone.stderr, alone.stderr
 
+    # A trend: p99 against the start, a line a run name, oldest first in its table.
+    page = tmp_path / "trend.html"
+    drawn = runs(str(tree), "--trend", "p99", "-o", str(page))
+    assert drawn.returncode == 0 and "p99 of 3 run(s)" in drawn.stdout, drawn.stderr
+    text = page.read_text()
+    assert text.count("<polyline") == 2 and ">nightly</text>" in text and ">run</text>" in text
+    cells = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>[^<]*</td><td>[^<]*</td>"
+                       r"<td>([^<]*)</td><td>([^<]*)</td></tr>", text)
+    assert [Path(c[3]) for c in cells] == made
+    assert [c[1] for c in cells] == ["run", "run", "nightly"]
+    assert [c[2] for c in cells] == [format_us(r["p99_us"]) for r in rows[::-1]]
+
     # A run directory cut off (its summary never written) is still listed, with what it has.
     shutil.copytree(made[0], tree / "cut")
     (tree / "cut" / "summary.json").write_text('{"groups": {"sender": {"rate"')
@@ -95,7 +109,9 @@ def test_runs_are_listed_newest_first_filtered_and_as_scripts_read_them(harness,
 
 def test_bad_runs_input_is_one_line(tmp_path: Path):
     for args, flag in ((["--format", "xml"], "--format"), (["--since", "soon"], "--since"),
-                       (["--label", "novalue"], "--label"), (["--last", "0"], "--last")):
+                       (["--label", "novalue"], "--label"), (["--last", "0"], "--last"),
+                       (["--trend", "p42"], "--trend"), (["-o", "t.html"], "--output"),
+                       (["--trend", "rate", "-f", "csv"], "--format")):
         done = runs(str(tmp_path), *args)
         assert done.returncode == 2 and done.stderr.startswith(f"harness: error: {flag}: "), \
             done.stderr

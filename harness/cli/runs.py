@@ -40,6 +40,13 @@ def runs_command(
         "--last", help="Only the newest N.", show_default=False)] = None,
     output_format: Annotated[str, typer.Option(
         "--format", "-f", help="table, json (one object a line) or csv.")] = "table",
+    trend: Annotated[str | None, typer.Option(
+        "--trend", help="Draw this figure of the runs listed against the time each started, "
+        "a line a run name, into an HTML page: rate, p99 or lost.",
+        show_default=False)] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="With --trend: the page to write (default: trend-FIGURE.html "
+        "here).", show_default=False)] = None,
 ) -> None:
     """List past runs, newest first: when, name, modules, status, rate, p99, lost, thresholds.
     Reads each run's manifest.json and summary.json only, so thousands list in seconds."""
@@ -49,9 +56,27 @@ def runs_command(
         raise BadInput("--format", f"{output_format!r}: one of {', '.join(FORMATS)}")
     if last is not None and last < 1:
         raise BadInput("--last", f"must be at least 1, got {last}")
+    if output is not None and trend is None:
+        raise BadInput("--output", "does nothing without --trend: give --trend too")
+    figure = None
+    if trend is not None:
+        from harness.merge.trend import figure_of
+
+        figure = figure_of(trend)
+        if output_format != "table":
+            raise BadInput("--format", "--trend draws a page: give one or the other")
     filters = Filters.given(name, module, since, label or [])
     found = index(runs_dir, filters, last)
     rows = [entry.row() for entry in found]
+    if figure is not None:
+        from harness.merge.trend import render_trend
+        from harness.rundir.writer import write_text_atomic
+
+        target = output or Path(f"trend-{figure}.html")
+        write_text_atomic(target, render_trend(rows, figure, f"harness runs: {figure} of the "
+                                                             f"runs under {runs_dir}"))
+        console.print(f"wrote {target}: {figure} of {len(rows)} run(s)", markup=False)
+        return
     if output_format == "json":
         for row in rows:
             sys.stdout.write(json.dumps(row) + "\n")
