@@ -48,6 +48,7 @@ PAIRED_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distribute
 # Pages rendered in headless Chromium, which the suite's set-up installs: out of the quick
 # tier, which installs nothing.
 BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chromium",
+                 "test_a_trend_page_draws_each_run_names_line_in_chromium",
                  "test_compare_draws_runs_on_shared_axes_labelled_by_what_differs"}
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.

@@ -150,3 +150,31 @@ def test_view_follow_shows_a_run_of_another_process_as_it_goes_then_its_summary(
     assert strip == [line for line in viewed.stdout.splitlines()
                      if not line.startswith("run dir")]
     assert "Summary:" in rest
+
+
+def test_a_trend_page_draws_each_run_names_line_in_chromium(tmp_path: Path):
+    """Nine nightly runs and three others, each a manifest and a summary as a run writes them
+    (the index reads nothing else): the trend of p99 draws a line a name in a real browser,
+    without a script error, and tables the points oldest first."""
+    from tests.browser import chart_pixels, chromium
+
+    day = 86400.0
+    for i in range(12):
+        name = "nightly" if i < 9 else "soak"
+        run_dir = tmp_path / "tree" / f"run-{i:02d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "manifest.json").write_text(json.dumps({
+            "run_id": f"r{i}", "name": name, "start": 1_790_000_000 + i * day,
+            "status": "complete", "options": {"groups": [{"module": "kafka.Sender"}]}}))
+        (run_dir / "summary.json").write_text(json.dumps({"groups": {
+            "sender": {"module": "kafka.Sender", "sent": 1000, "rate": 100.0, "lost": 0},
+            "receiver": {"module": "kafka.Receiver", "sent": 0, "lost": 0,
+                         "latency": {"p99": 1000.0 * (i + 1)}}}}))
+    page = tmp_path / "trend.html"
+    done = runs(str(tmp_path / "tree"), "--trend", "p99", "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert text.count("<polyline") == 2 and text.count("<tr><td>") == 12
+    assert text.index("run-00") < text.index("run-08") < text.index("run-11")
+    assert chromium(page, tmp_path / "trend.png", height=900) == []
+    assert chart_pixels(tmp_path / "trend.png", colours=2) > 500
