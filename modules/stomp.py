@@ -109,8 +109,17 @@ class _Listener(stomp.ConnectionListener):
         message = frame.headers.get("message") or (frame.body or b"")[:200]
         if isinstance(message, bytes):
             message = message.decode("utf-8", "replace")
-        self.transport.broker_errors.append(str(message).strip())
-        self.transport.answered.set()
+        transport = self.transport
+        # An error about a frame that asked for a receipt (a persistent send, a subscription)
+        # answers that frame: its waiter learns it at once, and no later call is failed
+        # for it.
+        event = transport.receipts.pop(frame.headers.get("receipt-id"), None)
+        if event is not None:
+            transport.refusals[frame.headers["receipt-id"]] = str(message).strip()
+            event.set()
+        else:
+            transport.broker_errors.append(str(message).strip())
+        transport.answered.set()
 
     def on_heartbeat(self) -> None:
         unheard = self.transport.unheard
@@ -160,6 +169,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         super().__init__(settings)
         self.flavour = self.flavour_of(settings)
         self.receipts: dict[str, threading.Event] = {}
+        self.refusals: dict[str, str] = {}  # receipt -> the broker's error answering it
         self.transaction_open = False  # from the first begin(): every send is in one
         self.broker_errors: list[str] = []
         self.connected = False
@@ -274,7 +284,8 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         return event
 
     def _confirmed(self, event: threading.Event, headers: dict[str, Any]) -> bool:
-        if event.wait(RECEIPT_TIMEOUT_S) and self.connected:
+        if event.wait(RECEIPT_TIMEOUT_S) and self.connected and \
+                headers["receipt"] not in self.refusals:
             return True
         self.receipts.pop(headers["receipt"], None)
         return False
@@ -287,7 +298,8 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         self.conn.subscribe(self._name(destination), id=headers["id"], ack=ack,
                             headers=frame_headers)
         if not self._confirmed(event, frame_headers):
-            detail = self.broker_errors.pop(0) if self.broker_errors else "no receipt"
+            detail = self.refusals.pop(frame_headers["receipt"], None) or (
+                self.broker_errors.pop(0) if self.broker_errors else "no receipt")
             raise TransportError(f"subscribe to {destination.name} failed: {detail}")
 
     @staticmethod
@@ -338,6 +350,11 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         if event is None and self.unheard is not None and self.transaction is None:
             self.unheard.last = message.seq
         if event is not None and not self._confirmed(event, headers):
+            refused = self.refusals.pop(headers["receipt"], None)
+            if refused is not None:  # sent, and answered with an error: refused, not kept
+                self.feedback.failed.append((message.seq, "refused",
+                                             f"the broker refused it: {refused}"))
+                return
             # The frame left and no receipt came (the connection went, or the broker is
             # silent): the broker may have kept it, so it is in doubt, not failed.
             reason = "no receipt for a persistent send" + (
@@ -455,7 +472,10 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             raise TransportError(f"commit failed: {exc or type(exc).__name__}",
                                  kind=ROLLED_BACK) from None
         if not self._confirmed(event, headers):
-            raise TransportError("no receipt for the commit", kind=COMMIT_IN_DOUBT)
+            refused = self.refusals.pop(headers["receipt"], None)
+            raise TransportError(f"the broker answered the commit with an error: {refused}"
+                                 if refused else "no receipt for the commit",
+                                 kind=COMMIT_IN_DOUBT)
 
     def abort(self) -> None:
         transaction, self.transaction = self.transaction, None

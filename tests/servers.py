@@ -274,6 +274,9 @@ class ActiveMQ(Private):
 
     name, protocols = "activemq", ("stomp",)
 
+    def plugins(self) -> str:
+        return ""
+
     def command(self) -> list[str]:
         d = self.dir
         (d / "tmp").mkdir(exist_ok=True)
@@ -287,6 +290,7 @@ class ActiveMQ(Private):
               <broker xmlns="http://activemq.apache.org/schema/core" useJmx="false"
                       brokerName="fault" dataDirectory="{d}/data">
                 <persistenceAdapter><kahaDB directory="{d}/data/kahadb"/></persistenceAdapter>
+                {self.plugins()}
                 <transportConnectors>
                   <transportConnector name="stomp"
                     uri="stomp://{self.host}:{self.ports["stomp"]}?transport.tcpNoDelay=true"/>
@@ -299,6 +303,31 @@ class ActiveMQ(Private):
                 f"-Dactivemq.conf={d}", f"-Dactivemq.data={d}/data", "-jar",
                 "/usr/share/activemq/bin/activemq.jar", "start",
                 f"xbean:file:{d}/activemq.xml"]
+
+
+class SecuredActiveMQ(ActiveMQ):
+    """ActiveMQ with its simple authentication plugin (users and groups) and per-destination
+    authorization: entries of (queue or topic, pattern, the groups that may read, write)."""
+
+    def __init__(self, directory: Path, users: dict[str, tuple[str, str]],
+                 entries: list[tuple[str, str, str, str]]) -> None:
+        super().__init__(directory)
+        self.users, self.entries = users, entries
+
+    def plugins(self) -> str:
+        users = "".join(f'<authenticationUser username="{user}" password="{password}" '
+                        f'groups="{groups}"/>' for user, (password, groups) in self.users.items())
+        # Every client reads and writes the advisory topics a STOMP connection may touch.
+        everyone = ",".join(sorted({g for _, groups in self.users.values()
+                                    for g in groups.split(",")}))
+        entries = "".join(f'<authorizationEntry {kind}="{pattern}" read="{read}" '
+                          f'write="{write}" admin="{everyone}"/>'
+                          for kind, pattern, read, write in
+                          [*self.entries, ("topic", "ActiveMQ.Advisory.>", everyone, everyone)])
+        return (f"<plugins><simpleAuthenticationPlugin><users>{users}</users>"
+                "</simpleAuthenticationPlugin><authorizationPlugin><map><authorizationMap>"
+                f"<authorizationEntries>{entries}</authorizationEntries></authorizationMap>"
+                "</map></authorizationPlugin></plugins>")
 
 
 class Prometheus(Private):

@@ -1,5 +1,6 @@
 """The STOMP transport against real ActiveMQ and RabbitMQ brokers."""
 
+import json
 import shlex
 import threading
 import time
@@ -9,7 +10,14 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 from harness.modules.stomp import StompTransport
 
-from tests.conftest import redelivered_beside_a_killed_receiver, settings_for, unique
+from tests.conftest import (
+    env,
+    only_run_dir,
+    redelivered_beside_a_killed_receiver,
+    settings_for,
+    unique,
+)
+from tests.servers import SecuredActiveMQ
 
 STOMP_BROKERS = ["activemq", "rabbitmq"]
 
@@ -251,3 +259,53 @@ def test_a_waiting_receive_returns_when_interrupted(brokers):
         assert returned == [None] and time.monotonic() - began < 5.0
     finally:
         receiver.close()
+
+
+def test_activemq_authorization_admits_refuses_each_send_and_fails_a_subscription_at_once(
+        harness, brokers, tmp_path):
+    """An ActiveMQ of its own with its simple authentication plugin and per-destination
+    authorization: the user's persistent sends where it may write arrive; each persistent
+    send where it may not is refused by the broker's ERROR answering its receipt, counted
+    once as refused in the broker's words (no outage, nothing in doubt, the next send not
+    failed for it); a subscription where it may not read ends the start at once, in one line;
+    a wrong password too."""
+    secret = env()["MQTT_SECRET"]
+    server = SecuredActiveMQ(tmp_path / "activemq", {"bench": (secret, "bench")},
+                             [("queue", "bench.>", "bench", "bench"),
+                              ("queue", "ro.>", "bench", "nobody")])
+    server.start(120)
+    login = ["--port", str(server.ports["stomp"]), "--flavour", "activemq", "--user", "bench",
+             "--password-env", "MQTT_SECRET"]
+
+    def run(*args: str, password: tuple[str, ...] = tuple(login)) -> tuple[object, dict]:
+        out = tmp_path / unique("authz")
+        done = harness("run", *args, *password, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
+                       str(out), timeout=90, output=False)
+        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
+        run_dir = only_run_dir(out)
+        summary = run_dir / "summary.json" if run_dir else None
+        return done, json.loads(summary.read_text()) if summary and summary.exists() else {}
+
+    try:
+        queue = unique("bench.q")
+        _, allowed = run("-m", "stomp.Sender", "-d", queue, "-pp", "-rt", "50", "-g",
+                         f"-m stomp.Receiver -d {queue} {' '.join(login)}")
+        denied, refusals = run("-m", "stomp.Sender", "-d", "ro.q", "-pp", "-rt", "50")
+        began = time.monotonic()
+        unread, _ = run("-m", "stomp.Receiver", "-d", "secret.q")
+        took = time.monotonic() - began
+        wrong, _ = run("-m", "stomp.Sender", "-d", queue, password=(
+            "--port", str(server.ports["stomp"]), "--flavour", "activemq", "--user", "bench",
+            "--password", "wrong"))
+    finally:
+        server.stop()
+    assert allowed["delivery"][0]["expected"] == allowed["delivery"][0]["received"] >= 100
+    sender = refusals["groups"]["sender"]
+    assert sender["sent"] >= 100 and sender["refused"] == sender["errors"] == sender["sent"]
+    assert sender["in_doubt"] == sender["reconnects"] == 0
+    assert "the broker refused it: User bench is not authorized to write to: queue://ro.q" \
+        in denied.stderr
+    assert unread.code == 1 and "subscribe to secret.q failed: User bench is not authorized " \
+        "to read from: queue://secret.q" in unread.stderr
+    assert took < 8  # answered by the broker's error, not by the receipt's timeout
+    assert wrong.code == 1 and "password is invalid" in wrong.stderr, wrong.stderr
