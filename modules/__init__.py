@@ -1,8 +1,9 @@
 """The transports. A module name reads `<transport>.<Role>`, like `loopback.Sender`.
 
 Installed as `harness.modules`, the folder modules/ in three parts: interface/ (what a
-transport implements), kit/ (helpers it may use) and one file per driver beside them, which
-imports those two and never another driver. Each driver is imported only when used, so that
+transport implements), kit/ (helpers it may use) and the drivers beside them, each one file
+or one package of part files (amqp/, kafka/, nats/), which imports those two and never
+another driver. Each driver is imported only when used, so that
 a client library that is not installed matters only to its own transport, and asking for it
 says which extra to install.
 
