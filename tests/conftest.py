@@ -206,6 +206,26 @@ def harness(tmp_path: Path):
     return run
 
 
+
+def login_runs(harness: Any, tmp_path: Path, login: list[str], secret: str,
+               timeout: float = 90) -> Any:
+    """For a test against a server of its own that asks for a login: run(*args, login=...)
+    makes a short run logged in with the test's flags (or others given), each in an output
+    of its own, checks that the secret is in nothing it printed, and returns the run and its
+    summary (None where the run wrote none)."""
+
+    def run(*args: str, login: list[str] | tuple[str, ...] = tuple(login)
+            ) -> tuple[Finished, dict[str, Any] | None]:
+        out = tmp_path / unique("login")
+        done = harness("run", *args, *login, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
+                       str(out), timeout=timeout, output=False)
+        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
+        run_dir = only_run_dir(out)
+        summary = run_dir / "summary.json" if run_dir else None
+        return done, json.loads(summary.read_text()) if summary and summary.exists() else None
+
+    return run
+
 # Real brokers, started by the project's own script (tests never skip for a missing broker).
 BROKERS = {
     "activemq": {"stomp": ["--port", "61613", "--flavour", "activemq"],

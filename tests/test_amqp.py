@@ -11,7 +11,7 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 
 from harness.stats.histogram import decode
-from tests.conftest import env, only_run_dir, rabbitmq_queues, settings_for, unique
+from tests.conftest import env, login_runs, rabbitmq_queues, settings_for, unique
 from tests.servers import SecuredRabbitMQ
 
 
@@ -496,14 +496,7 @@ def test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words(
     login = ["--port", str(server.ports["amqp"]), "--user", "bench", "--password-env",
              "MQTT_SECRET"]
 
-    def run(*args: str, password: tuple[str, ...] = tuple(login)) -> tuple[object, dict]:
-        out = tmp_path / unique("perm")
-        done = harness("run", *args, *password, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
-                       str(out), timeout=90, output=False)
-        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
-        run_dir = only_run_dir(out)
-        summary = run_dir / "summary.json" if run_dir else None
-        return done, json.loads(summary.read_text()) if summary and summary.exists() else {}
+    run = login_runs(harness, tmp_path, login, secret)
 
     try:
         queue = unique("bench.q")
@@ -512,7 +505,7 @@ def test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words(
         plain, refused = run("-m", "amqp.Publisher", "-d", "bench.t", "-rt", "50")
         _, confirmed = run("-m", "amqp.Publisher", "-d", "bench.t", "-rt", "50",
                            "--confirm", "10")
-        wrong, _ = run("-m", "amqp.Sender", "-d", queue, password=(
+        wrong, _ = run("-m", "amqp.Sender", "-d", queue, login=(
             "--port", str(server.ports["amqp"]), "--user", "bench", "--password", "wrong"))
     finally:
         server.stop()

@@ -1,6 +1,5 @@
 """The MQTT transport against real Mosquitto, ActiveMQ and RabbitMQ brokers."""
 
-import json
 import shlex
 import subprocess
 import time
@@ -13,8 +12,8 @@ from harness.modules.mqtt import MqttTransport
 from tests.conftest import (
     env,
     free_port,
+    login_runs,
     make_certificates,
-    only_run_dir,
     settings_for,
     unique,
     wait_for_port,
@@ -213,13 +212,12 @@ def test_a_mosquitto_with_passwords_and_an_acl_admits_refuses_and_drops_as_it_sa
     port = str(server.ports["mqtt"])
     login = ["--port", port, "--user", "bench", "--password-env", "MQTT_SECRET"]
 
+    logged_in = login_runs(harness, tmp_path, login, secret, timeout=60)
+
     def run(*args: str) -> tuple[object, dict]:
-        out = tmp_path / unique("acl")
-        done = harness("run", *args, *login, "-rt", "50", "-rl", "2", "-sw", "0", "-ss", "1",
-                       "--qos", "1", "-o", str(out), timeout=60, output=False)
-        assert done.code == 0, done.stderr
-        assert secret not in done.stdout + done.stderr
-        return done, json.loads((only_run_dir(out) / "summary.json").read_text())
+        done, summary = logged_in(*args, "-rt", "50", "--qos", "1")
+        assert done.code == 0 and summary is not None, done.stderr
+        return done, summary
 
     try:
         _, allowed = run("-m", "mqtt.Publisher", "-d", "bench/t", "--protocol", "5", "-g",

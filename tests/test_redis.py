@@ -1,7 +1,6 @@
 """The redis transport (redis-py) against a real redis-server, started by the broker script
 where it does not already run."""
 
-import json
 import threading
 import time
 
@@ -15,7 +14,7 @@ from tests.conftest import (
     MADE,
     beside_a_killed_consumer,
     env,
-    only_run_dir,
+    login_runs,
     ours,
     settings_for,
     unique,
@@ -234,21 +233,14 @@ def test_redis_acl_users_are_admitted_where_they_may_and_refused_in_words_elsewh
     login = ["--port", str(server.ports["redis"]), "--user", "bench", "--password-env",
              "MQTT_SECRET"]
 
-    def run(*args: str, password: list[str] = login) -> tuple[object, dict | None]:
-        out = tmp_path / unique("acl")
-        done = harness("run", *args, *password, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
-                       str(out), timeout=60, output=False)
-        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
-        run_dir = only_run_dir(out)
-        return done, json.loads((run_dir / "summary.json").read_text()) \
-            if run_dir and (run_dir / "summary.json").exists() else None
+    run = login_runs(harness, tmp_path, login, secret, timeout=60)
 
     try:
         _, allowed = run("-m", "redis.Sender", "-d", "bench.q", "-rt", "50", "-g",
                          f"-m redis.Receiver -d bench.q {' '.join(login)}")
         _, denied = run("-m", "redis.Publisher", "-d", "other.t", "-rt", "50")
         stream, _ = run("-m", "redis.Sender", "-d", "other.q", "-rt", "50")
-        wrong, _ = run("-m", "redis.Publisher", "-d", "bench.t", password=[
+        wrong, _ = run("-m", "redis.Publisher", "-d", "bench.t", login=[
             "--port", str(server.ports["redis"]), "--user", "bench", "--password", "wrong"])
     finally:
         server.stop()

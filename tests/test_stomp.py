@@ -1,6 +1,5 @@
 """The STOMP transport against real ActiveMQ and RabbitMQ brokers."""
 
-import json
 import shlex
 import threading
 import time
@@ -12,7 +11,7 @@ from harness.modules.stomp import StompTransport
 
 from tests.conftest import (
     env,
-    only_run_dir,
+    login_runs,
     redelivered_beside_a_killed_receiver,
     settings_for,
     unique,
@@ -277,14 +276,7 @@ def test_activemq_authorization_admits_refuses_each_send_and_fails_a_subscriptio
     login = ["--port", str(server.ports["stomp"]), "--flavour", "activemq", "--user", "bench",
              "--password-env", "MQTT_SECRET"]
 
-    def run(*args: str, password: tuple[str, ...] = tuple(login)) -> tuple[object, dict]:
-        out = tmp_path / unique("authz")
-        done = harness("run", *args, *password, "-rl", "2", "-sw", "0", "-ss", "1", "-o",
-                       str(out), timeout=90, output=False)
-        assert secret not in done.stdout + done.stderr and "Traceback" not in done.stderr
-        run_dir = only_run_dir(out)
-        summary = run_dir / "summary.json" if run_dir else None
-        return done, json.loads(summary.read_text()) if summary and summary.exists() else {}
+    run = login_runs(harness, tmp_path, login, secret)
 
     try:
         queue = unique("bench.q")
@@ -294,7 +286,7 @@ def test_activemq_authorization_admits_refuses_each_send_and_fails_a_subscriptio
         began = time.monotonic()
         unread, _ = run("-m", "stomp.Receiver", "-d", "secret.q")
         took = time.monotonic() - began
-        wrong, _ = run("-m", "stomp.Sender", "-d", queue, password=(
+        wrong, _ = run("-m", "stomp.Sender", "-d", queue, login=(
             "--port", str(server.ports["stomp"]), "--flavour", "activemq", "--user", "bench",
             "--password", "wrong"))
     finally:

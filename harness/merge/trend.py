@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from harness.errors import BadInput
-from harness.merge.report import STYLE, _table, chart
-from harness.units import format_us
+from harness.merge.report import STYLE, _ms, _table, chart
 
-# The figures a trend can draw: the index's (harness.rundir.index.RunEntry) own, each with
-# its axis label and how a value reads.
-FIGURES: dict[str, tuple[str, Any]] = {
-    "rate": ("msgs/s sent (the producers', summed)", lambda v: f"{v:,.1f}"),
-    "p99": ("p99 latency, ms (the highest of the run's groups)", lambda v: format_us(v * 1000)),
-    "lost": ("messages lost", lambda v: f"{v:,.0f}"),
+
+class Figure(NamedTuple):
+    field: str  # the index's (harness.rundir.index.RunEntry) field
+    label: str  # the axis's
+    scale: float  # the field's value times this is drawn
+    reads: Callable[[float], str]  # a drawn value, as the axis and the table show it
+
+
+FIGURES = {
+    "rate": Figure("rate", "msgs/s sent (the producers', summed)", 1.0, lambda v: f"{v:,.1f}"),
+    "p99": Figure("p99_us", "p99 latency, ms (the highest of the run's groups)", 1e-3, _ms),
+    "lost": Figure("lost", "messages lost", 1.0, lambda v: f"{v:,.0f}"),
 }
-FIELDS = {"rate": "rate", "p99": "p99_us", "lost": "lost"}
 
 
 def figure_of(text: str) -> str:
@@ -30,32 +35,29 @@ def figure_of(text: str) -> str:
 
 def render_trend(rows: list[dict[str, Any]], figure: str, title: str) -> str:
     """rows: `harness runs`' rows (RunEntry.row()), any order."""
-    label, reads = FIGURES[figure]
-    field = FIELDS[figure]
-    points = sorted((r for r in rows if r["start_s"] and r[field] is not None),
+    drawn = FIGURES[figure]
+    points = sorted((r for r in rows if r["start_s"] and r[drawn.field] is not None),
                     key=lambda r: r["start_s"])
     if not points:
         raise BadInput("--trend", f"no run under the filters has a start and a {figure}")
     first = points[0]["start_s"]
     series: dict[str, list[list[float]]] = {}
     for row in points:
-        value = row[field] / 1000 if figure == "p99" else row[field]
         series.setdefault(row["name"] or "(no name)", []).append(
-            [row["start_s"] - first, value])
+            [row["start_s"] - first, row[drawn.field] * drawn.scale])
     span = max(points[-1]["start_s"] - first, 1.0)
     when = "%Y-%m-%d %H:%M" if span < 3 * 86400 else "%Y-%m-%d"
     ticks = [(span * i / 5, time.strftime(when, time.localtime(first + span * i / 5)))
              for i in range(6)]
     parts = [f"<h1>{html.escape(title)}</h1>",
              f"<p>{len(points)} run(s), {html.escape(points[0]['start'])} to "
-             f"{html.escape(points[-1]['start'])}: {html.escape(label)}, a line for each run "
+             f"{html.escape(points[-1]['start'])}: {html.escape(drawn.label)}, a line for each run "
              "name.</p>",
-             chart(f"{figure} by run start", series, label.split(" (")[0],
-                   y_format=(lambda v: format_us(v * 1000)) if figure == "p99" else
-                   (lambda v: f"{v:,.0f}"), x_ticks=ticks, x_label="run start"),
+             chart(f"{figure} by run start", series, drawn.label.split(" (")[0],
+                   y_format=drawn.reads, x_ticks=ticks, x_label="run start"),
              _table(["start", "name", "modules", "status", figure, "path"],
                     [[r["start"], r["name"], ", ".join(r["modules"]), r["status"],
-                      reads(r[field] / 1000 if figure == "p99" else r[field]), r["path"]]
+                      drawn.reads(r[drawn.field] * drawn.scale), r["path"]]
                      for r in points])]
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"

@@ -44,9 +44,9 @@ from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
 
 
-class AmqpTransport(Turning, Connection, Topology, Publishing, Consuming,
-        DrivenTransport, Declarations, Acknowledgements, Transactions,
-                    TemporaryQueues, Multiplexed):
+class AmqpTransport(Turning, Connection, Topology, Publishing, Consuming, DrivenTransport,
+                    Declarations, Acknowledgements, Transactions, TemporaryQueues,
+                    Multiplexed):
     name = "amqp"
     default_port = DEFAULT_PORT
     flavours = FLAVOURS

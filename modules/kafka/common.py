@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import (
-    KafkaError,
-    KafkaException,
-)
+from confluent_kafka import KafkaError, KafkaException
 
 DEFAULT_PORT = 9092
 BATCH = 500  # messages a consume() takes at most

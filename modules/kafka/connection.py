@@ -6,15 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from confluent_kafka import (
-    KafkaError,
-    KafkaException,
-    Producer,
-)
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
-from harness.modules.interface.base import (
-    TransportError,
-)
+from harness.modules.interface.base import TransportError
 from harness.modules.interface.settings import Settings
 from harness.modules.kafka.common import (
     ADMIN_TIMEOUT_S,

@@ -9,15 +9,8 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import (
-    Consumer,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
-from harness.modules.interface.base import (
-    TransportError,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Destination, Message, unframe
 from harness.modules.interface.settings import Settings
 from harness.modules.kafka.common import (

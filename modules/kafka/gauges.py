@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 
-from confluent_kafka import (
-    KafkaException,
-)
+from confluent_kafka import KafkaException
 from harness.modules.interface.settings import Settings
 from harness.modules.kafka.common import _lag
 from harness.modules.kafka.options import KafkaOptions

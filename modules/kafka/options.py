@@ -6,9 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from harness.modules.interface.base import (
-    Capability,
-)
+from harness.modules.interface.base import Capability
 from harness.modules.interface.options import HEARTBEAT_S, option
 
 CAPABILITIES = Capability.QUEUES | Capability.TOPICS | Capability.REQUEST_REPLY | \

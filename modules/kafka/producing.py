@@ -9,15 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import (
-    KafkaError,
-    KafkaException,
-)
-from harness.modules.interface.base import (
-    COMMIT_IN_DOUBT,
-    ROLLED_BACK,
-    TransportError,
-)
+from confluent_kafka import KafkaError, KafkaException
+from harness.modules.interface.base import COMMIT_IN_DOUBT, ROLLED_BACK, TransportError
 from harness.modules.interface.message import Destination, Message, frame, unframe
 from harness.modules.interface.settings import Settings
 from harness.modules.kafka.common import POLL_EVERY, UNKNOWN, _reason

@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from confluent_kafka import (
-    KafkaError,
-    KafkaException,
-)
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
-from harness.modules.interface.base import (
-    TransportError,
-)
+from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Destination
 from harness.modules.interface.settings import Settings
 from harness.modules.kafka.common import ADMIN_TIMEOUT_S, _reason

@@ -7,14 +7,8 @@ import contextlib
 from collections import deque
 from typing import Any
 
-from confluent_kafka import (
-    KafkaException,
-    Producer,
-)
-from harness.modules.interface.base import (
-    Capability,
-    Transport,
-)
+from confluent_kafka import KafkaException, Producer
+from harness.modules.interface.base import Capability, Transport
 from harness.modules.interface.optional import (
     Acknowledgements,
     ClientLoop,
@@ -35,9 +29,9 @@ from harness.modules.kafka.topics import Topics
 from harness.modules.kit.inline import InlineFrames
 
 
-class KafkaTransport(Connection, Topics, Producing, Consuming, Gauges,
-        Transport, Declarations, FramedSends, InlineFrames, ClientLoop,
-                     Acknowledgements, Transactions, TemporaryQueues, PartitionOrder):
+class KafkaTransport(Connection, Topics, Producing, Consuming, Gauges, Transport,
+                     Declarations, FramedSends, InlineFrames, ClientLoop, Acknowledgements,
+                     Transactions, TemporaryQueues, PartitionOrder):
     name = "kafka"
     default_port = DEFAULT_PORT
     description = "Kafka via confluent-kafka (librdkafka): topics, consumer groups"

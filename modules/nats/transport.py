@@ -45,9 +45,9 @@ from harness.modules.nats.publishing import Publishing
 from harness.modules.nats.streams import Streams
 
 
-class NatsTransport(Turning, Publishing, Connection, Streams, Consuming,
-                    DrivenTransport, Declarations, FramedSends, Acknowledgements,
-                    TemporaryQueues, Multiplexed):
+class NatsTransport(Turning, Publishing, Connection, Streams, Consuming, DrivenTransport,
+                    Declarations, FramedSends, Acknowledgements, TemporaryQueues,
+                    Multiplexed):
     # nats-py's publish is cheap next to a turn of the loop: a turn every 64 sends was a
     # large share of an unthrottled producer's cost (the bare loop writes only when
     # nats-py's buffer fills).
