@@ -599,3 +599,52 @@ def test_two_machines_started_by_hand_compete_for_a_queue_and_merge_with_no_loss
     (delivery,) = run["delivery"]
     assert delivery["expected"] == sender["sent"]
     assert delivery["missing"] == delivery["unexpected"] == 0
+
+
+def test_a_distributed_run_is_followed_from_its_directory_and_steered_by_its_socket(tmp_path):
+    """A two-node run started with --control: `harness view --follow` of the driver's run
+    directory prints its merged intervals while it goes (from live.jsonl, which the driver
+    writes until its summary), a rate change through the control socket reaches every node,
+    the stop through it ends the run with both nodes drained and merged, and the follower
+    ends with the merged run's summary; live.jsonl is gone."""
+    from harness.engine.control import ControlClient
+
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(harness_command(
+        "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "200", "-g",
+        "-m loopback.Receiver -d Q", "-ss", "1", "-rl", "120", *CLUSTER, "-o", str(out),
+        "--control"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+        cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*/live.jsonl")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        (run_dir,) = out.iterdir()
+        follow = subprocess.Popen(harness_command("view", "--follow", "--no-ui", str(run_dir)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env(), cwd=tmp_path)
+        assert follow.stdout is not None
+        first = follow.stdout.readline()
+        assert "sender" in first and proc.poll() is None, first
+        control = ControlClient(run_dir)
+        time.sleep(2)
+        said = control.send(do="rate", group="sender", factor=1.1)
+        assert said == "sender: rate 220.0/s per thread on every node, 440.0/s for the group"
+        time.sleep(3)
+        assert control.send(do="stop").startswith("stopping")
+        rest, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        followed, follow_err = follow.communicate(timeout=60)
+        assert follow.returncode == 0, follow_err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not (run_dir / "live.jsonl").exists()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["stopped_by"] == "control"
+    assert f"expected {summary['groups']['sender']['sent']}, received" in followed
+    for node in node_dirs(run_dir):
+        sent = [r["sent"] for r in read_jsonl(node / "intervals.jsonl")
+                if r["type"] == "counters" and r["group"] == "sender" and r["length"] == 1.0]
+        assert sent[0] == 200 and 220 in sent[2:], sent

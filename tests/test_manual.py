@@ -29,6 +29,9 @@ NOT_CHECKED = {
                           "pid file --broker-pid reads (tests/test_clients.py runs it)",
     "harness merge": "Spark: tests/test_merge.py, test_distributed.py and "
                      "test_spark_submit.py run harness merge of nodes' directories",
+    "harness serve": "serves until stopped: tests/test_watching.py opens its page in headless "
+                     "Chromium and drives it",
+    "harness runs --ui": "a screen, until q: tests/test_watching.py drives the list",
     "harness view merged": "the output of the harness merge above (test_distributed.py views "
                            "a merged run)",
 }

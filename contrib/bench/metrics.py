@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Throughput and p99 with the Prometheus endpoint scraped every second against without it,
-in one run.
+in one run; or (--page) with the run's page open in a browser against without it.
 
-    .venv/bin/python contrib/bench/metrics.py [--seconds 10] [--pairs 3]
+    .venv/bin/python contrib/bench/metrics.py [--seconds 10] [--pairs 3] [--page]
 
 Each pair runs the same loopback job (an unthrottled sender and a receiver on one queue, or
 with --rate a paced one) twice, in alternating order: once plain, once with --metrics-port
 and a thread that fetches /metrics every second as a Prometheus server would, asking for
-OpenMetrics. The script prints each run's measured-phase receive rate and receiver latency
+OpenMetrics; with --page, once with --serve and its page open in headless Chromium (the
+screen following the run, four refreshes a second, in the page's own process). The script
+prints each run's measured-phase receive rate and receiver latency
 p99, and the median ratios with / without (the thresholds and dashboards issue asks for a
 rate ratio of at least 0.97 and no change in p99 beyond run-to-run noise).
 """
@@ -48,7 +50,28 @@ def scrape(port: int, stop: threading.Event, seen: list[int]) -> None:
             pass  # not serving yet, or no more
 
 
-def measure(seconds: float, rate: int, scraped: bool) -> tuple[float, float, int]:
+def watch(port: int, stop: threading.Event, seen: list[int]) -> None:
+    """The run's page open in headless Chromium until stopped; counts the pages opened."""
+    sys.path.insert(0, str(ROOT))
+    from tests.browser import Page
+
+    page = Page()
+    try:
+        while not stop.is_set():
+            try:
+                page.goto(f"http://127.0.0.1:{port}/")
+                page.wait_for("following", seconds=20)
+                seen[0] += 1
+                break
+            except (AssertionError, OSError):
+                stop.wait(0.5)  # not serving yet
+        stop.wait()
+    finally:
+        page.close()
+
+
+def measure(seconds: float, rate: int, scraped: bool, page: bool = False
+            ) -> tuple[float, float, int]:
     with tempfile.TemporaryDirectory() as out:
         command = [sys.executable, "-m", "harness", "run", "-m", "loopback.Sender", "-d", "Q",
                    "-sw", str(WARMUP), "-rl", str(WARMUP + seconds), "-ss", "1", "-o", out,
@@ -58,8 +81,9 @@ def measure(seconds: float, rate: int, scraped: bool) -> tuple[float, float, int
         seen, stop = [0], threading.Event()
         if scraped:
             port = free_port()
-            command += ["--metrics-port", str(port)]
-            threading.Thread(target=scrape, args=(port, stop, seen), daemon=True).start()
+            command += ["--serve" if page else "--metrics-port", str(port)]
+            threading.Thread(target=watch if page else scrape, args=(port, stop, seen),
+                             daemon=True).start()
         try:
             subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
         finally:
@@ -74,20 +98,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds a run")
     parser.add_argument("--pairs", type=int, default=3, help="runs with and without")
     parser.add_argument("--rate", type=int, default=0, help="the sender's rate (0: unthrottled)")
+    parser.add_argument("--page", action="store_true", help="with the run's page open in "
+                        "headless Chromium (--serve), not the metrics endpoint scraped")
     args = parser.parse_args()
+    what = "--serve, page open" if args.page else "--metrics-port"
     rates: list[float] = []
     p99s: list[float] = []
     for pair in range(args.pairs):
         order = (False, True) if pair % 2 == 0 else (True, False)
         results = {}
         for scraped in order:
-            results[scraped] = measure(args.seconds, args.rate, scraped)
+            results[scraped] = measure(args.seconds, args.rate, scraped, args.page)
         (plain_rate, plain_p99, _), (with_rate, with_p99, scrapes) = results[False], \
             results[True]
         rates.append(with_rate / plain_rate)
         p99s.append(with_p99 / plain_p99 if plain_p99 else float("nan"))
         print(f"pair {pair + 1}: without {plain_rate:,.0f} msg/s p99 {plain_p99} us; with "
-              f"--metrics-port ({scrapes} scrapes) {with_rate:,.0f} msg/s p99 {with_p99} us",
+              f"{what} ({scrapes} {'pages' if args.page else 'scrapes'}) {with_rate:,.0f} msg/s "
+              f"p99 {with_p99} us",
               flush=True)
     print(f"rate with / without: median {statistics.median(rates):.3f} "
           f"({', '.join(f'{r:.3f}' for r in rates)})")

@@ -9,6 +9,7 @@ from harness.cli import (  # noqa: F401 - registers
     profiles,
     run,
     runs,
+    serve,
     view,
 )
 from harness.cli.app import app, main, one_line_help

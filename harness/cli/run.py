@@ -277,11 +277,16 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
         console.print(f"on {cluster.nodes} nodes of {cluster.master}:", markup=False)
         for line in given_lines(spec, cluster.nodes):
             console.print(line, markup=False)
-    if ui:
-        result = _run_with_screen(controller)
-    else:
-        console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
-        result = controller.execute()
+    steering = _steering(spec, controller)
+    try:
+        if ui:
+            result = _run_with_screen(controller)
+        else:
+            console.print("Ctrl-C stops gracefully; twice stops at once.", markup=False)
+            result = controller.execute()
+    finally:
+        for part in reversed(steering):
+            part.close()
     print_summary(console, result.summary,
                   controller.location if cluster is not None else str(result.run_dir))
     if spec.junit:
@@ -289,6 +294,30 @@ def execute(spec: RunSpec, ui: bool, cluster: Any = None) -> Any:
         write_junit(Path(spec.junit), result.summary, controller.run_id)
         console.print(f"thresholds as JUnit XML: {spec.junit}", markup=False)
     return result
+
+
+def _steering(spec: RunSpec, controller: Any) -> list[Any]:
+    """--control's socket and --serve's page, each with a close() for the run's end."""
+    parts: list[Any] = []
+    if spec.serve is not None:
+        from harness.screen.web import Background, page_server, screen_command
+
+        command = screen_command("view", "--follow", "--ui", str(controller.run_dir))
+        parts.append(Background(page_server(command, "127.0.0.1", spec.serve, None,
+                                            f"harness: {spec.name}")))
+        console.print(f"the run's page: http://127.0.0.1:{spec.serve}/", markup=False)
+    if spec.control or spec.serve is not None:
+        from harness.engine.control import ControlServer
+
+        server = ControlServer(controller)
+        try:
+            server.start()
+        except OSError as exc:
+            for part in parts:
+                part.close()
+            raise BadInput("--control", f"cannot listen for the keys: {exc}") from None
+        parts.append(server)
+    return parts
 
 
 def outputs(spec: RunSpec, controller: Any, nodes: int) -> list[Any]:

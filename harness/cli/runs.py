@@ -47,6 +47,10 @@ def runs_command(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="With --trend: the page to write (default: trend-FIGURE.html "
         "here).", show_default=False)] = None,
+    ui: Annotated[bool, typer.Option(
+        "--ui", help="On a screen, read again every few seconds: Enter opens a run, "
+        "followed while it runs, replayed once it has ended (as harness serve's page shows "
+        "it).")] = False,
 ) -> None:
     """List past runs, newest first: when, name, modules, status, rate, p99, lost, thresholds.
     Reads each run's manifest.json and summary.json only, so thousands list in seconds."""
@@ -66,6 +70,14 @@ def runs_command(
         if output_format != "table":
             raise BadInput("--format", "--trend draws a page: give one or the other")
     filters = Filters.given(name, module, since, label or [])
+    if ui:
+        for flag, given in (("--trend", trend), ("--format", output_format != "table")):
+            if given:
+                raise BadInput(flag, "--ui shows the runs on a screen: give one or the other")
+        from harness.screen.runs import RunsApp
+
+        RunsApp(runs_dir.resolve(), filters, last).run()
+        return
     found = index(runs_dir, filters, last)
     rows = [entry.row() for entry in found]
     if figure is not None:

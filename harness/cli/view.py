@@ -23,13 +23,14 @@ def view(
         "the interval lines and the summary are printed.")] = None,
     follow: Annotated[bool, typer.Option(
         "--follow", help="A run still going (started in another process or on another "
-        "terminal): its interval lines as it writes them, then its summary once it ends.")]
-        = False,
+        "terminal, or a distributed run's driver directory), read as it writes its files: "
+        "on the screen as it runs (the rate keys, pause and stop steer it if it was started "
+        "with --control), then as a replay once it ends; or its interval lines, then its "
+        "summary.")] = False,
 ) -> None:
     """Replay a finished run in the live screen, stepping through its intervals: space
-    plays and pauses, left and right step, home and end jump."""
+    plays and pauses, left and right step, home and end jump; or follow one still going."""
     from harness.rundir.reader import event_text, load
-    from harness.screen.replay import ReplayFeed
 
     if run_dir is None:
         if not follow:
@@ -37,21 +38,15 @@ def view(
                            "newest run under runs/)")
         run_dir = _newest(Path("runs"))
     if follow:
-        if ui:
-            raise BadInput("--ui", "a followed run is shown as its interval lines (--no-ui); "
-                           "the live screen of a run in another process is not there yet")
-        ui = False
         _wait_for_start(run_dir)
     recorded = load(run_dir)
     if ui is None:
         ui = on_terminal()
     if ui:
         from harness.screen.app import RunApp
+        from harness.screen.follow import open_feed
 
-        feed = ReplayFeed(run_dir, recorded)
-        if not feed.slots:
-            raise BadInput("RUN_DIR", f"{run_dir} holds no intervals")
-        RunApp(feed).run()
+        RunApp(open_feed(run_dir, recorded, follow), close_when_done=False).run()
         return
     from harness.screen.console import interval_lines, print_summary
     from harness.stats.figures import labels
@@ -93,13 +88,14 @@ def _newest(root: Path) -> Path:
     return Path(found[0].path)
 
 
-def _wait_for_start(run_dir: Path, seconds: float = 30.0) -> None:
-    """A run just started writes its manifest and intervals.jsonl within its first moments."""
+def _wait_for_start(run_dir: Path, seconds: float = 120.0) -> None:
+    """A run just started writes its manifest and intervals.jsonl within its first moments;
+    a distributed run's driver its manifest and live.jsonl once Spark and the nodes are up."""
     import time
 
     deadline = time.monotonic() + seconds
     while not ((run_dir / "manifest.json").is_file() and
-               (run_dir / "intervals.jsonl").is_file()):
+               any((run_dir / name).is_file() for name in ("intervals.jsonl", "live.jsonl"))):
         if time.monotonic() > deadline:
             raise BadInput("RUN_DIR", f"{run_dir} holds no run after {seconds:g} s")
         time.sleep(0.2)

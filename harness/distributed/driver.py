@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import queue
 import re
@@ -43,15 +44,17 @@ from harness.distributed.package import executor_lacks, harness_zip
 from harness.distributed.shipping import Landing
 from harness.distributed.split import node_spec
 from harness.distributed.wire import Link, report_from_wire
-from harness.engine.runner import LiveControls, RunResult, Signals
+from harness.engine.runner import LiveControls, RunResult, Signals, recorded_options
 from harness.errors import StartFailure
 from harness.merge.report import render
 from harness.merge.spark import MergeError, hadoop_path, merge, session, spark_failure
 from harness.plan.group import metrics_for
 from harness.plan.run import RunSpec
+from harness.rundir.live import LiveIntervals
 from harness.rundir.sinks import Closed, Shown, Sink
 from harness.rundir.writer import is_uri, make_run_dir, write_json_atomic
 from harness.stats.intervals import RunStats
+from harness.stats.records import SCHEMA_VERSION, event_record
 from harness.stats.reports import IntervalReport
 from harness.stats.slo import judged_exit
 from harness.stats.views import IntervalView
@@ -136,6 +139,7 @@ class DistributedRun(LiveControls):
         self.listener: socket.socket | None = None
         self.broker = psutil.Process(run.broker_pid) if run.broker_pid else None
         self.spark_seconds = 0.0
+        self.live: LiveIntervals | None = None  # live.jsonl, while the run goes
 
     # -- set-up
     def prepare(self) -> None:
@@ -169,6 +173,18 @@ class DistributedRun(LiveControls):
                                     daemon=True)
         self.job.start()
         self._await_start()
+        self._live_files()
+
+    def _live_files(self) -> None:
+        """The run directory's manifest and live.jsonl while it runs, read by `harness view
+        --follow` and `harness serve`; the merge writes the run's own at the end."""
+        write_json_atomic(self.run_dir / "manifest.json", {
+            "schema": SCHEMA_VERSION, "run_id": self.run_id, "name": self.run.name,
+            "node": "driver", "options": recorded_options(self.run), "created": self.started,
+            "start": self.start_s, "status": "running",
+            "distributed": {"nodes": self.cluster.nodes, "master": self.cluster.master}})
+        self.live = LiveIntervals(self.run_dir, self.run_id, [g.name for g in self.run.groups])
+        self.sinks.append(self.live)
 
     def _check_executors(self) -> None:
         """Refuse the run, before any node starts, where the executors' Python lacks what a
@@ -311,9 +327,17 @@ class DistributedRun(LiveControls):
 
     def _pause(self, paused: bool) -> None:
         self._tell({"kind": "pause", "paused": paused})
+        self._event("pause", paused=paused)
 
     def _set_rate(self, g: int, factor: float) -> None:
         self._tell({"kind": "rate", "group": g, "factor": factor})
+        self._event("set_rate", group=self.run.groups[g].name, rate_per_thread=self.rates[g])
+
+    def _event(self, action: str, **detail: Any) -> None:
+        """A live change, as the nodes record it, in the driver's live file."""
+        if self.live is not None and self.start_s is not None:
+            self.live.event(event_record(self.run_id, "driver", time.time() - self.start_s,
+                                         action, **detail))
 
     def _threads(self, g: int) -> int:
         group = self.run.groups[g]
@@ -463,7 +487,14 @@ class DistributedRun(LiveControls):
             (self.run_dir / "report.html").write_text(render(merged.report, "harness merge"))
         # The run directory's summary.json reads as a single run's does, with the nodes'.
         (self.run_dir / ".summary.json.crc").unlink(missing_ok=True)
+        if merged is None:  # the manifest is still the one written at the start
+            manifest = self.run_dir / "manifest.json"
+            with contextlib.suppress(OSError, ValueError):
+                write_json_atomic(manifest, {**json.loads(manifest.read_text()),
+                                             "status": "incomplete"})
         write_json_atomic(self.run_dir / "summary.json", summary)
+        if self.live is not None:  # after summary.json: a follower reads it to its end
+            self.live.remove()
         run_dir = self.run_dir
         if self.target:
             try:

@@ -196,6 +196,12 @@ COMMON: tuple[Option, ...] = (
            "(OpenMetrics at /metrics) while it runs.", scope=R, low=0, high=65535),
     Option("metrics-host", str, "127.0.0.1", "The address --metrics-port listens on "
            "(0.0.0.0: every interface).", scope=R),
+    Option("control", bool, False, "Take the live keys (rate, pause, thread, stop) from "
+           "another process as well: harness view --follow, a page of harness serve (through "
+           "a socket only this user can open).", scope=R),
+    Option("serve", int, None, "Serve the run's screen as a web page on 127.0.0.1:PORT while "
+           "it runs, its keys steering the run (implies --control; harness serve for another "
+           "address).", scope=R, low=1, high=65535),
     Option("pushgateway", str, None, "Push the run's final figures to this Prometheus "
            "Pushgateway (http://host:9091), for runs shorter than a scrape.", scope=R),
     Option("push-intervals", bool, False, "With --pushgateway: push every interval's "

@@ -47,6 +47,8 @@ class RunSpec:
     junit: str | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    control: bool = False  # --control: the live keys from another process (engine.control)
+    serve: int | None = None  # --serve PORT: the screen as a page (implies control)
     pushgateway: str | None = None
     push_intervals: bool = False
     # Backlog, then drain (harness.plan.backlog's text): the consumers held until their

@@ -17,6 +17,7 @@ from harness.errors import BadInput
 from harness.plan.group import GroupSpec, metrics_for
 from harness.plan.options import in_scope
 from harness.plan.run import RunSpec
+from harness.rundir.live import LIVE
 from harness.rundir.schema import READABLE, REQUIRED, problem, upgrade
 from harness.stats.intervals import RunStats
 from harness.stats.records import into_reports
@@ -39,7 +40,15 @@ class RecordedRun:
         """A fresh pass over the run's intervals (Replay.views()); with follow, of a run
         still going, to its end (its summary.json written)."""
         summary = self.path.parent / "summary.json"
-        records = Followed(self.path, summary.is_file) if follow else Records(self.path)
+        # A distributed run going writes its intervals to live.jsonl (rundir.live), which
+        # it removes once its summary is written: then its merged intervals.jsonl is all.
+        live = self.path.parent / LIVE
+        records: Records
+        if follow:
+            records = Followed(live, summary.is_file, self.path) if live.is_file() else \
+                Followed(self.path, summary.is_file)
+        else:
+            records = Records(live if live.is_file() and not self.path.is_file() else self.path)
         return Replay(self.run, records, self.manifest.get("start"), histograms)
 
 
@@ -73,7 +82,7 @@ def load(run_dir: Path) -> RecordedRun:
     """Read a run directory's manifest; BadInput names what is missing or wrong."""
     manifest_path, intervals_path = run_dir / "manifest.json", run_dir / "intervals.jsonl"
     for path in (manifest_path, intervals_path):
-        if not path.is_file():
+        if not path.is_file() and not (path == intervals_path and (run_dir / LIVE).is_file()):
             raise BadInput("RUN_DIR", f"{path} does not exist: not a run directory")
     try:
         manifest = json.loads(read_text(manifest_path, "RUN_DIR"))
@@ -100,8 +109,11 @@ class Records:
     def lines(self, f: BinaryIO) -> Iterator[bytes]:
         yield from f
 
+    def open(self) -> BinaryIO:
+        return self.path.open("rb")
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        with self.path.open("rb") as f:
+        with self.open() as f:
             for number, line in enumerate(self.lines(f), 1):
                 try:
                     record = orjson.loads(line)
@@ -123,9 +135,20 @@ class Followed(Records):
 
     POLL_S = 0.2
 
-    def __init__(self, path: Path, ended: Callable[[], bool]) -> None:
+    def __init__(self, path: Path, ended: Callable[[], bool], instead: Path | None = None
+                 ) -> None:
         super().__init__(path)
         self.ended = ended
+        self.instead = instead  # read if path is gone before it is opened
+
+    def open(self) -> BinaryIO:
+        try:
+            return super().open()
+        except FileNotFoundError:
+            if self.instead is None:
+                raise
+            self.path = self.instead
+            return super().open()
 
     def lines(self, f: BinaryIO) -> Iterator[bytes]:
         held, over = b"", False

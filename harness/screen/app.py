@@ -18,6 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, RichLog, Static
 
@@ -60,12 +61,11 @@ class NinesPlot(Widget):
         return Text("\n".join([self.caption, *lines]))
 
 
-class RunApp(App[None]):
-    """The run screen; `feed` decides whether it is live or a replay."""
+class RunScreen(Screen[None]):
+    """The run screen; `feed` decides whether it is live, followed or a replay. Closing it
+    ends the app (RunApp), or goes back to the list of runs it was opened from."""
 
-    TITLE = "harness"
     selected: reactive[str] = reactive("", init=False)  # the group whose detail is shown
-    CSS_PATH = "app.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "stop", "Stop / quit"),
         Binding("ctrl+c", "stop", "Stop", show=False, priority=True),
@@ -86,7 +86,7 @@ class RunApp(App[None]):
         super().__init__()
         self.feed = feed
         self.close_when_done = close_when_done
-        self.set_reactive(RunApp.selected, next(iter(feed.board.groups)))
+        self.set_reactive(RunScreen.selected, next(iter(feed.board.groups)))
         self.stops = 0
         self.screenshots: list[str] = []
         self.log_lines: list[str] = []
@@ -151,7 +151,7 @@ class RunApp(App[None]):
             phase += ", producers paused"
         remaining = "" if status.remaining is None else \
             f"  remaining {_clock(status.remaining)}"
-        mode = "replay " + status.position if not feed.live else "live"
+        mode = status.position or "live"
         top.update(Text.assemble(
             (f"{run.name}", "bold"), f"  {describe_target(run)}  ",
             (f"[{phase}]", "bold yellow" if status.paused else "bold"),
@@ -182,7 +182,7 @@ class RunApp(App[None]):
             cpu_text.append(f"   broker CPU {board.broker_cpu:.0f}%")
         self.query_one("#cpu", Static).update(cpu_text)
         if status.finished and self.close_when_done and feed.live:
-            self.exit()
+            self.leave()
 
     def _draw_nodes(self) -> None:
         """A distributed run's nodes, a row each, as they report."""
@@ -238,6 +238,13 @@ class RunApp(App[None]):
             distribution(histogram) if histogram is not None and count else [],
             f"{g.label(g.headline)} by percentile, cumulative ({count:,} samples)")
 
+    def leave(self) -> None:
+        self.feed.close()
+        if len(self.app.screen_stack) > 1:  # opened over a list of runs (RunsApp)
+            self.dismiss()
+        else:
+            self.app.exit()
+
     # -- keys
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "groups" and event.row_key.value is not None:
@@ -249,7 +256,7 @@ class RunApp(App[None]):
     def action_stop(self) -> None:
         feed = self.feed
         if not feed.live or feed.status().finished:
-            self.exit()
+            self.leave()
             return
         self.stops += 1
         feed.stop()
@@ -276,7 +283,7 @@ class RunApp(App[None]):
 
     def action_screenshot(self) -> None:
         name = f"screen-{time.strftime('%H%M%S')}-{len(self.screenshots) + 1}.svg"
-        path = self.save_screenshot(name, str(self.feed.run_dir))
+        path = self.app.save_screenshot(name, str(self.feed.run_dir))
         self.screenshots.append(path)
         self.log_line(f"screenshot: {path}")
 
@@ -290,3 +297,37 @@ class RunApp(App[None]):
     def action_seek(self, where: int) -> None:
         self.feed.seek(where)
         self.refresh_view()
+
+
+class RunApp(App[None]):
+    """The run screen as an app of its own (harness run, harness view)."""
+
+    TITLE = "harness"
+    CSS_PATH = "app.tcss"
+
+    def __init__(self, feed: Feed, close_when_done: bool = True) -> None:
+        super().__init__()
+        self.run_screen = RunScreen(feed, close_when_done)
+
+    def get_default_screen(self) -> Screen[None]:
+        return self.run_screen
+
+    # what the tests and the callers read of the screen
+    @property
+    def feed(self) -> Feed:
+        return self.run_screen.feed
+
+    @property
+    def selected(self) -> str:
+        return self.run_screen.selected
+
+    @property
+    def log_lines(self) -> list[str]:
+        return self.run_screen.log_lines
+
+    @property
+    def screenshots(self) -> list[str]:
+        return self.run_screen.screenshots
+
+    def refresh_view(self) -> None:
+        self.run_screen.refresh_view()

@@ -18,7 +18,7 @@ class Status:
     remaining: float | None  # None: the run ends by message count or by hand
     paused: bool = False
     finished: bool = False
-    position: str = ""  # replay: which interval is shown
+    position: str = ""  # how the screen has the run, when not live: followed, or replayed where
 
 
 class Feed(ABC):
@@ -36,6 +36,9 @@ class Feed(ABC):
 
     @abstractmethod
     def status(self) -> Status: ...
+
+    def close(self) -> None:
+        """The screen showing it has closed."""
 
     # -- a live run
     def stop(self) -> None:

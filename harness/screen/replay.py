@@ -32,7 +32,9 @@ class ReplayFeed(Feed):
 
     live = False
 
-    def __init__(self, run_dir: Path, recorded: RecordedRun) -> None:
+    def __init__(self, run_dir: Path, recorded: RecordedRun, board: Board | None = None) -> None:
+        """With board, the whole run already folded into it (a followed run that ended): the
+        replay stands at its last interval."""
         self.run_dir = run_dir
         self.recorded = recorded
         self.run = recorded.run
@@ -49,6 +51,9 @@ class ReplayFeed(Feed):
             self.pending.append(f"{outline.skipped} lines of intervals.jsonl did not parse "
                                 "(the run was cut off mid-write) and are left out")
         self._restart()
+        if board is not None:
+            self.board, self.position, self.playing = board, len(self.slots), False
+            self.views = iter(())
 
     def _restart(self) -> None:
         self.board = Board(self.run, self.recorded.metrics)
@@ -80,7 +85,7 @@ class ReplayFeed(Feed):
         elapsed = shown.start + shown.length if shown else 0.0
         state = "playing" if self.playing else "stopped"
         return Status(shown.phase if shown else "starting", elapsed, end - elapsed,
-                      position=f"{self.position}/{len(slots)} intervals, {state}")
+                      position=f"replay {self.position}/{len(slots)} intervals, {state}")
 
     def toggle_play(self) -> None:
         if not self.playing and self.position >= len(self.slots):
