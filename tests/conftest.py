@@ -106,6 +106,10 @@ SLOW_TESTS = {
     "test_the_vertical_topology_is_mostly_point_to_point",
     "test_twenty_threads_at_50_per_second_measure_as_one_at_1000",
     "test_view_prints_the_recorded_intervals_without_a_terminal",
+    # a run in another process followed, steered and stopped (tests/test_watching.py)
+    "test_the_control_socket_takes_the_keys_and_only_its_user_may_open_it",
+    "test_view_follow_shows_a_run_of_another_process_steers_it_then_replays_it",
+    "test_a_run_without_control_is_followed_and_its_keys_say_why_not",
     "test_view_warns_of_a_line_cut_off_mid_write",
 }
 

@@ -5,6 +5,7 @@ until the end: 2.2 MB an interval with these six groups)."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -22,9 +23,26 @@ INTERVAL_S = 0.01
 FLAT_MB = 40
 
 
-def peak_rss(args: list[str], cwd: Path) -> tuple[int, subprocess.CompletedProcess[str]]:
+# The live screen's feed following a run (harness view --follow, harness serve's page) to its
+# end and on into the replay, as the screen polls it.
+FOLLOW = """
+import sys, time
+from pathlib import Path
+from harness.rundir.reader import load
+from harness.screen.follow import FollowFeed
+run_dir = Path(sys.argv[1])
+feed = FollowFeed(run_dir, load(run_dir))
+while feed.after is None:
+    feed.poll()
+    time.sleep(0.005)
+print("received", feed.board.groups["receiver1"].total)
+"""
+
+
+def peak_rss(args: list[str], cwd: Path, command: list[str] | None = None
+             ) -> tuple[int, subprocess.CompletedProcess[str]]:
     """The command's peak resident memory (its processes together), sampled every 20 ms."""
-    proc = subprocess.Popen(harness_command(*args), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(command or harness_command(*args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env(), cwd=cwd)
     peak = 0
     done = threading.Event()
@@ -50,7 +68,7 @@ def peak_rss(args: list[str], cwd: Path) -> tuple[int, subprocess.CompletedProce
 
 def test_a_run_and_its_replay_hold_the_same_memory_for_200_and_2000_intervals(
         tmp_path: Path) -> None:
-    peaks: dict[str, dict[int, int]] = {"run": {}, "view": {}}
+    peaks: dict[str, dict[int, int]] = {"run": {}, "view": {}, "follow": {}}
     for intervals in (200, 2000):
         output = tmp_path / str(intervals)
         peak, done = peak_rss(["run", "--no-ui", "-ss", str(INTERVAL_S), "-rl",
@@ -68,6 +86,9 @@ def test_a_run_and_its_replay_hold_the_same_memory_for_200_and_2000_intervals(
         assert shown.returncode == 0, shown.stderr
         assert "received" in shown.stdout
         peaks["view"][intervals] = peak
+        peak, followed = peak_rss([], tmp_path, [sys.executable, "-c", FOLLOW, str(run_dir)])
+        assert followed.returncode == 0 and "received" in followed.stdout, followed.stderr
+        peaks["follow"][intervals] = peak
     for what, peak in peaks.items():
         growth_mb = (peak[2000] - peak[200]) / 2**20
         assert growth_mb < FLAT_MB, (what, peaks)

@@ -19,7 +19,7 @@ from harness.screen.feed import Feed, Status
 from harness.screen.replay import ReplayFeed
 from harness.stats.views import IntervalView
 
-AHEAD = 64  # intervals read but not yet shown: the reader waits beyond, so memory stays flat
+AHEAD = 4  # intervals read, not yet shown (each holds its histograms): the reader waits beyond
 FOLD_S = 0.1  # at most this long folding a backlog in one refresh
 ASK_S = 1.0  # how often a run without a control socket is asked again
 
