@@ -43,7 +43,12 @@ from harness.modules.interface.optional import (
     Multiplexed,
     TemporaryQueues,
 )
-from harness.modules.interface.options import HEARTBEAT_S, option
+from harness.modules.interface.options import (
+    HEARTBEAT_S,
+    WEBSOCKET_HELP,
+    option,
+    websocket_problems,
+)
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.selector import FD_SETSIZE
@@ -97,6 +102,7 @@ class MqttOptions:
     inflight: int = option(20, "Sends awaiting the broker's acknowledgement at once: MQTT's "
                            "in-flight window (QoS 1 and 2), NATS JetStream's publish acks.",
                            scope="connection", low=1, high=65535, side="send")
+    websocket: str | None = option(None, WEBSOCKET_HELP, scope="connection")
 
 
 def _topic_problems(settings: Settings[Any]) -> list[str]:
@@ -154,6 +160,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             out.append(("-nt", f"{name} has no shared subscriptions: run one Responder, or "
                         "every responder would answer every request"))
         out.extend(("-d", problem) for problem in _topic_problems(settings))
+        out += websocket_problems(options.websocket)
         return out
 
     def __init__(self, settings: Settings[MqttOptions]) -> None:
@@ -201,6 +208,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             return
         # paho leaves Nagle's algorithm on; small packets would wait for delayed ACKs.
         sock = client.socket()
+        sock = getattr(sock, "_socket", sock)  # over WebSockets: paho's wrapper's socket
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.subscription is not None and not flags.session_present:
@@ -254,7 +262,10 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         client_id = s.connection_id(stable=not self.clean) or f"harness-{uuid.uuid4().hex[:16]}"
         client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
                              protocol=paho.MQTTv5 if self.v5 else paho.MQTTv311,
-                             clean_session=None if self.v5 else self.clean)
+                             clean_session=None if self.v5 else self.clean,
+                             transport="websockets" if options.websocket else "tcp")
+        if options.websocket:
+            client.ws_set_options(path=options.websocket)
         client.on_connect = self._on_connect
         if not self.reads_in_flush:
             client.connect_timeout = SHARED_CONNECT_S  # its reconnections (_reconnect)
@@ -434,6 +445,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             # More than the in-flight window allows is waiting: hold the sender back.
             deadline = time.monotonic() + QUEUE_WAIT_S
             while info.rc == paho.MQTT_ERR_QUEUE_SIZE:
+                if not self.connected.is_set() and self.driven:
+                    self.flush()  # connects again (at most every RECONNECT_EVERY_S)
                 if not self.connected.is_set():
                     # Nothing will free the window before a reconnection: waiting would
                     # hold the thread (every client of it) for nothing.

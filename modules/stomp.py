@@ -35,13 +35,41 @@ import stomp.exception
 from harness.modules.interface.base import COMMIT_IN_DOUBT, ROLLED_BACK, Capability, TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
 from harness.modules.interface.optional import Acknowledgements, TemporaryQueues, Transactions
-from harness.modules.interface.options import HEARTBEAT_HELP, HEARTBEAT_S, connect_timeout, option
+from harness.modules.interface.options import (
+    HEARTBEAT_HELP,
+    HEARTBEAT_S,
+    WEBSOCKET_HELP,
+    connect_timeout,
+    option,
+    websocket_problems,
+)
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.unheard import Unheard
+from stomp.adapter.ws import WSStompConnection
 
 # stomp.py logs every failed connection attempt itself; the harness reports failures once.
-logging.getLogger("stomp.py").setLevel(logging.CRITICAL)
+class _ConnectFailures(logging.Handler):
+    """stomp.py says why a connection attempt failed (a certificate it could not verify, a
+    refused WebSocket upgrade) only in its log, and raises ConnectFailedException: the
+    reason is kept here by host and port for the error the run prints."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: dict[tuple[str, int], str] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        if str(record.msg).lower().startswith("could not connect to host") and \
+                isinstance(args, tuple) and len(args) >= 3:
+            self.last[(str(args[0]), int(args[1]))] = str(args[2])
+
+
+_failures = _ConnectFailures()
+_stomp_log = logging.getLogger("stomp.py")
+_stomp_log.setLevel(logging.WARNING)
+_stomp_log.propagate = False  # nothing of it printed: its failures are the run's errors
+_stomp_log.addHandler(_failures)
 
 DEFAULT_PORT = 61613
 RECEIPT_TIMEOUT_S = 10.0
@@ -78,6 +106,7 @@ class StompOptions:
                                      "per thread, <prefix>.<process>.<thread>) instead of "
                                      "temporary queues (AMQP 0-9-1: instead of RabbitMQ's "
                                      "direct reply-to).")
+    websocket: str | None = option(None, WEBSOCKET_HELP, scope="connection")
 
 
 class _Listener(stomp.ConnectionListener):
@@ -163,6 +192,10 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             out.append(("--protocol", f"STOMP versions are {' and '.join(sorted(cls.protocols))}"))
         if settings.options.ack not in ACK_MODES:
             out.append(("--ack", f"STOMP acknowledgement modes are {', '.join(ACK_MODES)}"))
+        out += websocket_problems(settings.options.websocket)
+        if settings.options.websocket and settings.protocol == "1.1":
+            out.append(("--websocket", "STOMP over WebSockets speaks 1.2 (stomp.py's "
+                        "WebSocket connection): leave --protocol 1.1 out"))
         return out
 
     def __init__(self, settings: Settings[StompOptions]) -> None:
@@ -198,11 +231,16 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         host, port = s.address(DEFAULT_PORT)
         beat = round(s.options.heartbeat * 1000)
         connection_type = stomp.Connection11 if s.protocol == "1.1" else stomp.Connection12
+        over: dict[str, Any] = {}
+        if s.options.websocket:
+            # Binary frames: a body is bytes, which a text frame must not carry.
+            connection_type, over = WSStompConnection, {"ws_path": s.options.websocket,
+                                                         "binary_mode": True}
         # Without content-length a JMS broker delivers a frame as a TextMessage.
         conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.options.vhost,
                                auto_decode=False, reconnect_attempts_max=1,
                                timeout=connect_timeout(s.options.heartbeat),
-                               auto_content_length=s.body_type != "text")
+                               auto_content_length=s.body_type != "text", **over)
         if s.tls:
             conn.set_ssl(for_hosts=[(host, port)], key_file=s.key, cert_file=s.cert,
                          ca_certs=s.ca, ssl_version=ssl.PROTOCOL_TLS_CLIENT)
@@ -219,7 +257,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
                                      f"within {connect_timeout(s.options.heartbeat):g} s")
         except stomp.exception.ConnectFailedException:
             detail = self.broker_errors.pop() if self.broker_errors else \
-                "refused or unreachable"
+                _failures.last.pop((host, port), None) or "refused or unreachable"
             raise TransportError(f"cannot connect to {host}:{port}: {detail}") from None
         except (stomp.exception.StompException, OSError) as exc:
             detail = self.broker_errors.pop() if self.broker_errors else \
@@ -231,6 +269,13 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         # stomp.py leaves Nagle's algorithm on: small frames would wait for delayed ACKs
         # (tens of milliseconds) and the harness would report that as broker latency.
         sock = getattr(conn.transport, "socket", None)
+        if sock is not None and s.options.websocket:
+            # A broker's MESSAGE frames come in text frames (RabbitMQ's web_stomp, unless
+            # told web_stomp.ws_frame = binary) whatever bytes the body holds:
+            # websocket-client would refuse a body that is not UTF-8 and close the socket.
+            sock.frame_buffer.skip_utf8_validation = True
+            sock.cont_frame.skip_utf8_validation = True
+            sock = sock.sock  # websocket-client's WebSocket: the socket beneath
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if s.options.heartbeat:

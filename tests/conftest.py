@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # every test that needs a broker or another server, every one that starts Spark or builds the
 # wheel, and the longest runs.
 SERVER_MODULES = {"test_amqp", "test_fault_matrix", "test_http", "test_mqtt", "test_nats",
-                  "test_redis", "test_restart", "test_stomp", "test_tls"}
+                  "test_redis", "test_restart", "test_stomp", "test_tls", "test_websockets"}
 # Tests of other modules that start a private server of their own (Tansu behind a proxy).
 SERVER_TESTS = {"test_a_send_no_broker_answers_is_in_doubt_after_send_timeout"}
 SPARK_MODULES = {"test_bench", "test_distributed", "test_install", "test_merge",

@@ -193,15 +193,24 @@ class RabbitMQ(Private):
     with the STOMP and AMQP 1.0 plugins. Its directory is outside the test's (whose parents
     the rabbitmq user that the server script switches to cannot enter)."""
 
-    name, protocols = "rabbitmq-server", ("amqp", "stomp", "dist")
+    name = "rabbitmq-server"
+    protocols = ("amqp", "stomp", "dist", "mqtt", "web_stomp", "web_mqtt")
 
     def __init__(self, directory: Path, host: str = "127.0.0.1") -> None:
         super().__init__(Path(tempfile.mkdtemp(prefix="harness-rabbitmq-")), host)
         self.node = f"harness-fault-{self.ports['amqp']}@localhost"
-        (self.dir / "enabled_plugins").write_text("[rabbitmq_stomp,rabbitmq_amqp1_0].\n")
+        (self.dir / "enabled_plugins").write_text(
+            "[rabbitmq_stomp,rabbitmq_amqp1_0,rabbitmq_web_stomp,rabbitmq_web_mqtt].\n")
+        # Every plugin's listener on a port of its own: their defaults are the shared
+        # brokers' (MQTT's 1883 is Mosquitto's, 15674 and 15675 the shared node's).
         (self.dir / "rabbitmq.conf").write_text(textwrap.dedent(f"""\
             listeners.tcp.default = {host}:{self.ports["amqp"]}
             stomp.listeners.tcp.1 = {host}:{self.ports["stomp"]}
+            mqtt.listeners.tcp.1 = {host}:{self.ports["mqtt"]}
+            web_stomp.tcp.ip = {host}
+            web_stomp.tcp.port = {self.ports["web_stomp"]}
+            web_mqtt.tcp.ip = {host}
+            web_mqtt.tcp.port = {self.ports["web_mqtt"]}
             loopback_users = none
             """))
         if os.geteuid() == 0:
@@ -259,6 +268,29 @@ class SecuredRabbitMQ(RabbitMQ):
             conf.write(f"load_definitions = {path}\n")
         if os.geteuid() == 0:
             shutil.chown(path, "rabbitmq", "rabbitmq")
+
+
+class WebTlsRabbitMQ(RabbitMQ):
+    """A RabbitMQ node of its own whose web_stomp and web_mqtt plugins listen over TLS too
+    (wss), with a certificate of the test's own CA (tests.conftest.make_certificates)."""
+
+    protocols = (*RabbitMQ.protocols, "wss_stomp", "wss_mqtt")
+
+    def __init__(self, directory: Path, certificates: Path) -> None:
+        super().__init__(directory)
+        for name in ("ca.pem", "server.pem", "server.key"):
+            shutil.copy(certificates / name, self.dir / name)
+            if os.geteuid() == 0:
+                shutil.chown(self.dir / name, "rabbitmq", "rabbitmq")
+        with (self.dir / "rabbitmq.conf").open("a") as conf:
+            for plugin in ("web_stomp", "web_mqtt"):
+                conf.write(textwrap.dedent(f"""\
+                    {plugin}.ssl.ip = {self.host}
+                    {plugin}.ssl.port = {self.ports[f"wss_{plugin[4:]}"]}
+                    {plugin}.ssl.certfile = {self.dir / "server.pem"}
+                    {plugin}.ssl.keyfile = {self.dir / "server.key"}
+                    {plugin}.ssl.cacertfile = {self.dir / "ca.pem"}
+                    """))
 
 
 def rabbit_hash(password: str) -> str:

@@ -633,7 +633,7 @@ def test_a_distributed_run_is_followed_from_its_directory_and_steered_by_its_soc
         assert said == "sender: rate 220.0/s per thread on every node, 440.0/s for the group"
         time.sleep(3)
         assert control.send(do="stop").startswith("stopping")
-        rest, err = proc.communicate(timeout=180)
+        _, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err
         followed, follow_err = follow.communicate(timeout=60)
         assert follow.returncode == 0, follow_err

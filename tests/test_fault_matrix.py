@@ -92,6 +92,11 @@ AMQP10 = ("-m amqp10.Sender -pp --confirm 20 --flavour rabbitmq",
 AMQP_TX = ("-m amqp.Sender -pp -tx -cc 10", AMQP[1])
 STOMP_AMQ_TX = ("-m stomp.Sender -pp -tx -cc 10 --flavour activemq", STOMP_AMQ[1])
 JETSTREAM = ("-m nats.Sender --jetstream", "-m nats.Receiver --jetstream --ack client")
+# Over WebSockets: RabbitMQ's web_stomp and web_mqtt plugins.
+WS = "--websocket /ws"
+STOMP_WS = tuple(f"{flags} {WS}" for flags in STOMP_RABBIT)
+MQTT_WS = (f"-m mqtt.Publisher --qos 1 --flavour rabbitmq {WS}",
+           f"-m mqtt.Subscriber --qos 1 --no-clean --flavour rabbitmq {WS}")
 
 
 def run_case(case: Case, port: int, out: Path, run_s: int, host: str = "127.0.0.1",
@@ -266,6 +271,9 @@ CRASHES: list[tuple[type[Private], list[Case]]] = [
                 Case("amqp transacted on RabbitMQ", "amqp", *AMQP_TX, durable=True),
                 Case("amqp10 on RabbitMQ", "amqp", *AMQP10, durable=True),
                 Case("stomp on RabbitMQ", "stomp", *STOMP_RABBIT, durable=True),
+                Case("stomp over WebSockets on RabbitMQ", "web_stomp", *STOMP_WS,
+                     durable=True),
+                Case("mqtt over WebSockets on RabbitMQ", "web_mqtt", *MQTT_WS),
                 Case("amqp request/reply on RabbitMQ", "amqp", "-m amqp.Requestor",
                      "-m amqp.Responder", rate=50)]),
     (ActiveMQ, [Case("stomp on ActiveMQ", "stomp", *STOMP_AMQ, durable=True),
@@ -327,7 +335,8 @@ def test_every_transport_rides_out_a_crash_of_its_server(tmp_path: Path, brokers
 # -- the cut: the shared brokers behind a proxy ------------------------------------------------
 
 SHARED = {"stomp-activemq": 61613, "stomp-rabbitmq": 61614, "mqtt": 1883, "mqtt-rabbitmq": 1885,
-          "amqp": 5672, "nats": 4222, "redis": 6379, "http": 8090}
+          "amqp": 5672, "nats": 4222, "redis": 6379, "http": 8090, "web_stomp": 15674,
+          "web_mqtt": 15675}
 CUTS = [
     Case("stomp on ActiveMQ", "stomp-activemq", *STOMP_AMQ, durable=True),
     Case("stomp on RabbitMQ", "stomp-rabbitmq", *STOMP_RABBIT, durable=True),
@@ -361,6 +370,8 @@ CUTS = [
     Case("nats request/reply", "nats", "-m nats.Requestor", "-m nats.Responder", rate=50),
     Case("mqtt on RabbitMQ", "mqtt-rabbitmq", "-m mqtt.Publisher --qos 1 --flavour rabbitmq",
          "-m mqtt.Subscriber --qos 1 --flavour rabbitmq"),
+    Case("stomp over WebSockets on RabbitMQ", "web_stomp", *STOMP_WS, durable=True),
+    Case("mqtt over WebSockets on RabbitMQ", "web_mqtt", *MQTT_WS),
 ]
 CUT_RUN_S = 14
 

@@ -76,3 +76,21 @@ def test_pika_ioloop_keeps_its_poller_and_the_poller_its_epoll() -> None:
     assert "self._poll = self._create_poller()" in inspect.getsource(
         select_connection.PollPoller), \
         "pika's poller no longer keeps its epoll in _poll (modules/amqp.py _poller_fd)"
+
+
+def test_websocket_client_keeps_its_frame_readers_utf8_switch() -> None:
+    # modules/stomp.py lets a WebSocket's text frames carry any bytes (a body over RabbitMQ's
+    # web_stomp) by turning off the UTF-8 check of the connection's frame readers.
+    from websocket import WebSocket
+
+    ws = WebSocket()
+    assert ws.frame_buffer.skip_utf8_validation is False
+    assert ws.cont_frame.skip_utf8_validation is False
+    assert ws.sock is None  # the socket beneath, where TCP_NODELAY and a send timeout go
+
+
+def test_paho_websocket_wrapper_keeps_its_socket() -> None:
+    # modules/mqtt.py sets TCP_NODELAY on the socket beneath paho's WebSocket wrapper.
+    from paho.mqtt.client import _WebsocketWrapper
+
+    assert "self._socket = socket" in inspect.getsource(_WebsocketWrapper.__init__)

@@ -142,14 +142,15 @@ activemq_start() {
 activemq_pid() { pgrep -f 'activemq.jar.*start|org.apache.activemq' | head -1; }
 
 # --- RabbitMQ ------------------------------------------------------------------------------
-RABBITMQ_PLUGINS="rabbitmq_stomp rabbitmq_mqtt rabbitmq_amqp1_0"
+# STOMP and MQTT over WebSockets too (web_stomp on 15674, web_mqtt on 15675, path /ws).
+RABBITMQ_PLUGINS="rabbitmq_stomp rabbitmq_mqtt rabbitmq_amqp1_0 rabbitmq_web_stomp rabbitmq_web_mqtt"
 [ -n "${HARNESS_RABBITMQ_MANAGEMENT:-}" ] && RABBITMQ_PLUGINS="$RABBITMQ_PLUGINS rabbitmq_management"
 amqp10_enabled() { as_root rabbitmq-plugins -q is_enabled rabbitmq_amqp1_0 >/dev/null 2>&1; }
 # shellcheck disable=SC2086
 plugins_enabled() { as_root rabbitmq-plugins -q is_enabled $RABBITMQ_PLUGINS >/dev/null 2>&1; }
 rabbitmq_start() {
-    if port_up 61614 && port_up 1885 && plugins_enabled; then
-        say "rabbitmq: already up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885"; return
+    if port_up 61614 && port_up 1885 && port_up 15674 && port_up 15675 && plugins_enabled; then
+        say "rabbitmq: already up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885, 15674, 15675"; return
     fi
     ensure_packages rabbitmq-server
     local conf=/etc/rabbitmq/rabbitmq.conf env=/etc/rabbitmq/rabbitmq-env.conf
@@ -158,13 +159,18 @@ rabbitmq_start() {
     grep -q '^ERL_EPMD_ADDRESS=' "$env" || echo 'ERL_EPMD_ADDRESS=127.0.0.1' | as_root tee -a "$env" >/dev/null
     grep -q '^stomp.listeners.tcp' "$conf" || echo 'stomp.listeners.tcp.1 = 127.0.0.1:61614' | as_root tee -a "$conf" >/dev/null
     grep -q '^mqtt.listeners.tcp' "$conf" || echo 'mqtt.listeners.tcp.1 = 127.0.0.1:1885' | as_root tee -a "$conf" >/dev/null
+    local web plugin port
+    for web in "web_stomp 15674" "web_mqtt 15675"; do
+        read -r plugin port <<< "$web"
+        grep -q "^$plugin.tcp.port" "$conf" || printf '%s.tcp.ip = 127.0.0.1\n%s.tcp.port = %s\n' "$plugin" "$plugin" "$port" | as_root tee -a "$conf" >/dev/null
+    done
     if [ -n "${HARNESS_RABBITMQ_MANAGEMENT:-}" ]; then
         grep -q '^management.tcp.ip' "$conf" || echo 'management.tcp.ip = 127.0.0.1' | as_root tee -a "$conf" >/dev/null
     fi
     if port_up 5672 && as_root rabbitmqctl -q status >/dev/null 2>&1; then
         # A running node read its configuration at boot: give the plugins their listeners
         # before enabling them, or they would take the default ports (ActiveMQ's, Mosquitto's).
-        as_root rabbitmqctl -q eval 'application:set_env(rabbitmq_stomp, tcp_listeners, [{"127.0.0.1", 61614}], [{persistent, true}]), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1885}], [{persistent, true}]).' >/dev/null
+        as_root rabbitmqctl -q eval 'application:set_env(rabbitmq_stomp, tcp_listeners, [{"127.0.0.1", 61614}], [{persistent, true}]), application:set_env(rabbitmq_mqtt, tcp_listeners, [{"127.0.0.1", 1885}], [{persistent, true}]), application:set_env(rabbitmq_web_stomp, tcp_config, [{ip, "127.0.0.1"}, {port, 15674}], [{persistent, true}]), application:set_env(rabbitmq_web_mqtt, tcp_config, [{ip, "127.0.0.1"}, {port, 15675}], [{persistent, true}]).' >/dev/null
         # shellcheck disable=SC2086
         as_root rabbitmq-plugins -q enable $RABBITMQ_PLUGINS >/dev/null
     else
@@ -173,8 +179,8 @@ rabbitmq_start() {
         as_root rabbitmq-server -detached >/dev/null 2>&1 || true
         echo started > "$STATE/rabbitmq.started"
     fi
-    wait_ports 90 5672 61614 1885
-    say "rabbitmq: up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885"
+    wait_ports 90 5672 61614 1885 15674 15675
+    say "rabbitmq: up on 5672 (AMQP 0-9-1 and 1.0), 61614, 1885, 15674 and 15675 (WebSockets)"
 }
 
 # --- NATS ----------------------------------------------------------------------------------

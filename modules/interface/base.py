@@ -155,7 +155,9 @@ class Transport(ABC):
             return cls.name
         host, port = settings.address(default)
         flavour = cls.flavour_of(settings)
-        return f"{cls.name} {flavour}@{host}:{port}" if flavour else f"{cls.name}@{host}:{port}"
+        text = f"{cls.name} {flavour}@{host}:{port}" if flavour else f"{cls.name}@{host}:{port}"
+        path = getattr(settings.options, "websocket", None)  # over WebSockets, at this path
+        return f"{text} {'wss' if settings.tls else 'ws'}:{path}" if path else text
 
     @classmethod
     def filters(cls, settings: Settings[Any]) -> bool:

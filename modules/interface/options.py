@@ -117,6 +117,18 @@ HEARTBEAT_HELP = ("Liveness check in seconds: STOMP heart-beats, AMQP 0-9-1 hear
                   "0: off (AMQP 0-9-1 and MQTT round up to whole seconds).")
 
 
+WEBSOCKET_HELP = ("Connect over WebSockets, to this path (RabbitMQ's web_mqtt and web_stomp "
+                  "plugins: /ws, on 15675 and 15674); with --tls over wss://.")
+
+
+def websocket_problems(path: str | None) -> list[tuple[str, str]]:
+    """--websocket PATH: an absolute path, as a URL's."""
+    if path is not None and (not path.startswith("/") or any(c.isspace() for c in path)):
+        return [("--websocket", f"{path!r}: give the path the broker serves WebSockets on, "
+                 "starting with / (RabbitMQ's: /ws)")]
+    return []
+
+
 def connect_timeout(heartbeat: float, most: float = 10.0) -> float:
     """How long a connection attempt may wait: two heartbeats (at least two seconds), at
     most `most`; with the liveness check off, `most`."""
