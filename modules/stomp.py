@@ -48,7 +48,7 @@ from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.unheard import Unheard
 from stomp.adapter.ws import WSStompConnection
 
-# stomp.py logs every failed connection attempt itself; the harness reports failures once.
+
 class _ConnectFailures(logging.Handler):
     """stomp.py says why a connection attempt failed (a certificate it could not verify, a
     refused WebSocket upgrade) only in its log, and raises ConnectFailedException: the
@@ -68,7 +68,8 @@ class _ConnectFailures(logging.Handler):
 _failures = _ConnectFailures()
 _stomp_log = logging.getLogger("stomp.py")
 _stomp_log.setLevel(logging.WARNING)
-_stomp_log.propagate = False  # nothing of it printed: its failures are the run's errors
+# stomp.py logs every failed connection attempt itself; the harness reports failures once.
+_stomp_log.propagate = False
 _stomp_log.addHandler(_failures)
 
 DEFAULT_PORT = 61613

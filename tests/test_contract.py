@@ -21,11 +21,11 @@ import dataclasses
 from typing import Any
 
 import pytest
-
-from harness.errors import BadInput
 from harness.modules import TRANSPORTS, transport_class
 from harness.modules.interface.capability import Capability
 from harness.modules.interface.roles import ROLES
+
+from harness.errors import BadInput
 from tests.conftest import free_port, unique
 
 NAMES = sorted(TRANSPORTS)

@@ -110,6 +110,7 @@ def test_wss_verifies_the_broker_with_the_ca_given(harness, wss_rabbitmq, transp
 
 def test_the_endpoint_says_websockets(tmp_path: Path):
     from harness.modules import transport_class
+
     from tests.conftest import settings_for
 
     settings = settings_for("mqtt.Publisher", destination="t", websocket="/ws", port=15675)
