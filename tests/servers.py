@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import free_port, wait_for_port
 
@@ -291,6 +292,47 @@ class WebTlsRabbitMQ(RabbitMQ):
                     {plugin}.ssl.keyfile = {self.dir / "server.key"}
                     {plugin}.ssl.cacertfile = {self.dir / "ca.pem"}
                     """))
+
+
+class OAuthRabbitMQ(RabbitMQ):
+    """A RabbitMQ node of its own that takes OAuth 2 access tokens (JWTs) as passwords, through
+    its rabbitmq_auth_backend_oauth2 plugin: tokens signed (RS256) by the key in
+    signing.pem, for the resource server "rabbitmq" (tests/test_oauth2.py mints them)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-out", "signing.pem",
+                        "-pkeyopt", "rsa_keygen_bits:2048"], cwd=self.dir, check=True,
+                       capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", "signing.pem", "-pubout", "-out",
+                        "signing.pub.pem"], cwd=self.dir, check=True, capture_output=True)
+        (self.dir / "enabled_plugins").write_text(
+            "[rabbitmq_stomp,rabbitmq_mqtt,rabbitmq_amqp1_0,rabbitmq_web_stomp,"
+            "rabbitmq_web_mqtt,rabbitmq_auth_backend_oauth2].\n")
+        with (self.dir / "rabbitmq.conf").open("a") as conf:
+            conf.write(textwrap.dedent(f"""\
+                auth_backends.1 = rabbit_auth_backend_oauth2
+                auth_oauth2.resource_server_id = rabbitmq
+                auth_oauth2.default_key = harness
+                auth_oauth2.signing_keys.harness = {self.dir / "signing.pub.pem"}
+                """))
+        if os.geteuid() == 0:
+            for path in self.dir.iterdir():
+                shutil.chown(path, "rabbitmq", "rabbitmq")
+
+    def token(self, scopes: list[str], lifetime: float = 3600) -> str:
+        """An access token for these scopes, signed with the node's key (RS256)."""
+        def part(data: dict[str, Any]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+        now = int(time.time())
+        signed = f"{part({'alg': 'RS256', 'typ': 'JWT', 'kid': 'harness'})}." + part(
+            {"sub": "harness-test", "aud": ["rabbitmq"], "scope": scopes, "iat": now,
+             "exp": now + int(lifetime)})
+        signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign",
+                                    str(self.dir / "signing.pem")], input=signed.encode(),
+                                   capture_output=True, check=True).stdout
+        return f"{signed}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
 
 
 def rabbit_hash(password: str) -> str:
