@@ -204,7 +204,9 @@ def test_the_served_page_lists_runs_opens_one_live_and_its_keys_steer_and_stop_i
             page.screenshot(ARTIFACTS / "serve-runs.png")
             page.press("enter")  # the newest first: the run going
             page.wait_for("following; the keys steer the run", "sender")
-            time.sleep(2)
+            first = elapsed_shown(page)
+            time.sleep(2.5)
+            assert elapsed_shown(page) > first  # its intervals advance on the page
             page.press("+")
             page.wait_for("sender: rate 110.0/s per thread")
             time.sleep(2.5)
@@ -242,7 +244,12 @@ def test_a_run_started_with_serve_opens_its_own_page(tmp_path: Path):
             page.close()
     [change] = [e for e in events(run_dir) if e["action"] == "set_rate"]
     assert change["rate_per_thread"] == pytest.approx(90.0)
-    # The page went with the run.
+    # The page went with the run, and the screen the page started with it.
+    import psutil
+
+    left = [p for p in psutil.process_iter(["cmdline"]) if "--follow" in (p.info["cmdline"] or [])
+            and str(run_dir) in " ".join(p.info["cmdline"])]
+    assert not left, [p.info["cmdline"] for p in left]
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
@@ -284,6 +291,13 @@ def test_another_address_needs_the_token_the_page_presents(tmp_path: Path):
         out, err = served.communicate(timeout=20)
     assert secret not in out + err
     assert "?token=" in out
+
+
+def elapsed_shown(page) -> str:  # type: ignore[no-untyped-def]
+    """The last `elapsed H:MM:SS` the page was sent to draw."""
+    import re
+
+    return re.findall(r"elapsed (\d+:\d\d:\d\d)", page.text())[-1]
 
 
 def _answers(port: int) -> bool:

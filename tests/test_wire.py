@@ -384,6 +384,9 @@ ON_THE_HARNESS_SIDE = {
     # on the wire too, through a recording proxy of its own (a client id read in every request)
     "client-config": "test_kafka.py::"
         "test_client_properties_reach_the_client_on_the_wire_and_bad_ones_are_refused",
+    # runs through RabbitMQ's ports that speak WebSockets only (without the option the same
+    # flags get no answer there: test_tcp_on_a_websocket_port_fails_in_one_line)
+    "websocket": "test_websockets.py::test_every_message_crosses_websockets",
 }
 # JetStream acknowledges every message either way: --ack auto on its arrival in the client,
 # --ack client once the harness has measured it. No byte and no figure tells them apart

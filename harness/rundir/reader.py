@@ -45,8 +45,10 @@ class RecordedRun:
         live = self.path.parent / LIVE
         records: Records
         if follow:
-            records = Followed(live, summary.is_file, self.path) if live.is_file() else \
-                Followed(self.path, summary.is_file)
+            # Over once live.jsonl is gone: the merge writes its summary.json before the
+            # driver's own, which comes last.
+            records = Followed(live, lambda: not live.exists(), self.path) \
+                if live.is_file() else Followed(self.path, summary.is_file)
         else:
             records = Records(live if live.is_file() and not self.path.is_file() else self.path)
         return Replay(self.run, records, self.manifest.get("start"), histograms)

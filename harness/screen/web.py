@@ -128,3 +128,23 @@ class Background:
             with contextlib.suppress(Exception):
                 future.result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.end_screens()
+
+    def end_screens(self) -> None:
+        """The screens the pages started (a process each, of this one's): their run is over,
+        and nothing ends them once this process has gone (a screen does not end when its
+        input closes)."""
+        import psutil
+
+        shown = shlex.split(self.server.command)[-1]  # the run directory the screens show
+        screens = []
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "--follow" in " ".join(child.cmdline()) and \
+                        any(shown in arg for arg in child.cmdline()):
+                    screens.append(child)
+                    child.terminate()
+        _, alive = psutil.wait_procs(screens, timeout=5)
+        for child in alive:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
