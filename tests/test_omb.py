@@ -71,6 +71,29 @@ def test_a_workload_runs_as_its_groups_and_exports_as_omb_result_json(harness, t
     quantiles = omb["aggregatedEndToEndLatencyQuantiles"]
     assert quantiles["99.0"] == omb["aggregatedEndToEndLatency99pct"]
     assert list(map(float, quantiles)) == sorted(map(float, quantiles))
+    read_as_omb_charts_read_it(omb)
+
+
+# What OpenMessaging Benchmark's own chart script (bin/create_charts.py) reads of a result
+# file: the workload and driver that name a chart and its lines, six series drawn against
+# time (their largest value sets the axis: none may be empty), and three quantile maps whose
+# keys it reads as percentiles (float(key), those up to 99.999 drawn).
+OMB_CHART_SERIES = ("publishLatency99pct", "publishDelayLatency99pct", "publishRate",
+                    "endToEndLatency95pct", "consumeRate", "endToEndLatencyAvg")
+OMB_CHART_QUANTILES = ("aggregatedPublishLatencyQuantiles",
+                       "aggregatedPublishDelayLatencyQuantiles",
+                       "aggregatedEndToEndLatencyQuantiles")
+
+
+def read_as_omb_charts_read_it(omb: dict) -> None:
+    assert isinstance(omb["workload"], str) and isinstance(omb["driver"], str)
+    for key in OMB_CHART_SERIES:
+        series = omb[key]
+        assert series and all(isinstance(v, int | float) for v in series), key
+        assert max(series) >= 0, key
+    for key in OMB_CHART_QUANTILES:
+        drawn = [(float(q), v) for q, v in omb[key].items() if float(q) <= 99.999]
+        assert drawn and all(isinstance(v, int | float) for _, v in drawn), key
 
 
 @pytest.mark.parametrize(("changes", "named"), [
