@@ -304,6 +304,30 @@ def delete_rabbitmq_queues(names: set[str]) -> None:
         connection.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _kafka_topics_deleted() -> Any:
+    """The Kafka topics the session's tests made, deleted from the shared broker at its end:
+    Tansu keeps every message in memory, and a broker holding a few suites' worth (3 GB)
+    answered request/reply seconds late."""
+    yield
+    import contextlib
+    import socket
+
+    made = {n for m in MADE for n in (m, m.replace(".", "-"))}
+    try:
+        socket.create_connection(("127.0.0.1", 9092), timeout=1).close()
+        from confluent_kafka.admin import AdminClient
+    except (OSError, ImportError):
+        return
+    admin = AdminClient({"bootstrap.servers": "127.0.0.1:9092"})
+    with contextlib.suppress(Exception):
+        doomed = sorted(set(admin.list_topics(timeout=10).topics) & made)
+        for future in admin.delete_topics(doomed, operation_timeout=10).values() \
+                if doomed else ():
+            with contextlib.suppress(Exception):
+                future.result(20)
+
+
 def unique(prefix: str) -> str:
     """A destination name no other test (or earlier run) has used."""
     import uuid
