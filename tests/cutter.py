@@ -13,6 +13,7 @@ import socket
 import struct
 import threading
 import time
+from pathlib import Path
 
 
 class Cutter:
@@ -59,7 +60,7 @@ class Cutter:
 
         low = 32768
         with contextlib.suppress(OSError, ValueError):
-            low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+            low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
         for port in random.sample(range(max(low - 12000, 1024), low), 200):
             with contextlib.suppress(OSError):
                 return cls._listen(port)
