@@ -3,15 +3,13 @@ and summary."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from harness.cli.app import app, console, err_console, on_terminal
 from harness.errors import BadInput
-from harness.textfiles import read_text
 
 
 @app.command("view")
@@ -69,7 +67,10 @@ def view(
                           markup=False, style="yellow")
     for record in replay.events:
         console.print(event_text(record), markup=False)
-    summary = _summary(run_dir / "summary.json")
+    from harness.rundir.index import json_object
+
+    # None where there is none or it does not read (being written, or cut off)
+    summary = json_object(run_dir / "summary.json")
     if summary is None or "groups" not in summary:
         if summary is None:
             err_console.print(f"harness: {run_dir} has no summary.json (the run did not "
@@ -77,16 +78,6 @@ def view(
                               markup=False, style="yellow")
         summary = replay.stats.summary()  # a merge's output: the merged intervals' summary
     print_summary(console, summary, str(run_dir))
-
-
-def _summary(path: Path) -> dict[str, Any] | None:
-    """The run's summary.json; None where there is none or it does not read (being written by
-    a process that did not write it whole, or cut off)."""
-    try:
-        summary = json.loads(read_text(path))
-    except (BadInput, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
 
 
 def _newest(root: Path) -> Path:

@@ -53,7 +53,7 @@ def run_dirs(root: Path) -> Iterator[Path]:
             dirs.sort()
 
 
-def _json(path: Path) -> dict[str, Any] | None:
+def json_object(path: Path) -> dict[str, Any] | None:
     try:
         value = json.loads(read_text(path))
     except (OSError, ValueError, BadInput):
@@ -76,8 +76,8 @@ def _labels(options: dict[str, Any]) -> dict[str, str]:
 
 def entries(run_dir: Path) -> list[RunEntry]:
     """The lines of one run directory: one, or one per run of a merge's output."""
-    manifest = _json(run_dir / "manifest.json") or {}
-    summary = _json(run_dir / "summary.json") or {}
+    manifest = json_object(run_dir / "manifest.json") or {}
+    summary = json_object(run_dir / "summary.json") or {}
     options = manifest.get("options") or {}
     runs = summary.get("runs")
     if isinstance(runs, dict):  # harness merge's output: a line per run it merged
