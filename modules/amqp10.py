@@ -37,7 +37,7 @@ import proton.utils
 from harness.modules.interface.base import Capability, TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
 from harness.modules.interface.optional import Acknowledgements, Declarations, TemporaryQueues
-from harness.modules.interface.options import HEARTBEAT_S, option
+from harness.modules.interface.options import HEARTBEAT_S, cert_login_problems, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
 
@@ -75,6 +75,7 @@ class Amqp10Options:
     confirm: int = option(0, "", low=0, side="send")
     reply_queue: str | None = option(None, "")
     requeue: bool = option(True, "", negative=True, side="receive")
+    cert_login: bool = option(False, "", scope="connection")
     settle: str = option("at-least-once", "AMQP 1.0 settlement: at-least-once (the broker "
                          "settles each message) or at-most-once (presettled).",
                          scope="connection")
@@ -130,7 +131,8 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
 
     @classmethod
     def problems(cls, settings: Settings[Amqp10Options]) -> list[tuple[str, str]]:
-        out = []
+        out = cert_login_problems(settings.options.cert_login, settings.tls, settings.cert,
+                                  settings.user)
         if (settings.protocol or "1.0") != "1.0":
             out.append(("--protocol", "the amqp10 transport speaks 1.0 (amqp speaks 0-9-1)"))
         if settings.options.settle not in SETTLE_MODES:
@@ -212,8 +214,10 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         host, port = s.address(DEFAULT_PORT)
         scheme = "amqps" if s.tls else "amqp"
         kwargs: dict[str, Any] = {}
-        if s.user is not None:
-            kwargs.update(user=s.user, password=s.password or "", allow_insecure_mechs=True)
+        if s.options.cert_login:
+            kwargs.update(sasl_enabled=True, allowed_mechs="EXTERNAL")
+        elif s.user is not None:
+            kwargs.update(user=s.user, password=s.secret() or "", allow_insecure_mechs=True)
         ssl_domain = None
         if s.tls:
             ssl_domain = proton.SSLDomain(proton.SSLDomain.MODE_CLIENT)
@@ -325,7 +329,10 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         self._sent(None if self.presettled else delivery, message.seq)
         if len(self.pending) >= self.window and not self.dispatching:
             # What the broker refused meanwhile is in the feedback, each by its own number.
-            self._settle(self.window - 1)
+            try:
+                self._settle(self.window - 1)
+            except TransportError as exc:
+                raise self.queued_failure(exc, delivery, message.seq) from None
 
     def _settle(self, most: int) -> None:
         """Turn the container until at most `most` sends await the broker's settlement."""

@@ -22,17 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import urllib3
-import urllib3.exceptions
 from harness.modules.interface.base import Capability, Transport, TransportError
 from harness.modules.interface.message import Destination, Message
 from harness.modules.interface.optional import TemporaryQueues
 from harness.modules.interface.options import option
 from harness.modules.interface.roles import ROLES, Role
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.library import library
 from harness.modules.kit.reconnect import Reconnecting
 
 from harness.clock import now_ns
+
+# urllib3, imported at its first use (harness.modules.kit.library)
+urllib3 = library("urllib3", "exceptions")
 
 METHODS = ("POST", "GET", "PUT")
 CONNECT_TIMEOUT_S = 5.0
@@ -124,19 +126,22 @@ class HttpTransport(Reconnecting, Transport, TemporaryQueues):
         self.reply_timeout_ns = int(settings.reply_timeout * 1e9)
         self.late = False  # the last request's response did not come in time
         self.targets: dict[str, tuple[str, str, int, str]] = {}
-        # Basic authentication, the one every server takes; the password is never shown.
-        self.auth = urllib3.make_headers(basic_auth=f"{settings.user}:{settings.password or ''}"
-                                         ) if settings.user else {}
+        self.auth: dict[str, str] = {}
 
     def open(self) -> None:
         """Reach the destination's server once, so that one that is down fails the start as
         every broker does; the connection the requests keep alive opens with the first."""
-        _, host, port, _ = target(self.settings, self.settings.destination)
+        s = self.settings
+        _, host, port, _ = target(s, s.destination)
         try:
             socket.create_connection((host, port), CONNECT_TIMEOUT_S).close()
         except OSError as exc:
             raise TransportError(f"cannot connect to {host}:{port}: "
                                  f"{exc.strerror or exc}") from None
+        # Basic authentication, the one every server takes, with the password as it stands
+        # at this connection; it is never shown.
+        self.auth = urllib3.make_headers(basic_auth=f"{s.user}:{s.secret() or ''}") \
+            if s.user else {}
         self.connected = True
 
     def _pool(self, scheme: str, host: str, port: int) -> Any:

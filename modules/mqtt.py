@@ -32,6 +32,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -50,9 +51,15 @@ from harness.modules.interface.options import (
     websocket_problems,
 )
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.client_config import (
+    client_config_option,
+    config_problems,
+    library_settings,
+)
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.selector import FD_SETSIZE
 from harness.modules.kit.unheard import Unheard
+from paho.mqtt.exception import MQTTException
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -103,6 +110,55 @@ class MqttOptions:
                            "in-flight window (QoS 1 and 2), NATS JetStream's publish acks.",
                            scope="connection", low=1, high=65535, side="send")
     websocket: str | None = option(None, WEBSOCKET_HELP, scope="connection")
+    client_config: tuple[str, ...] = client_config_option()
+
+
+# paho's Client(), connect() and settable properties that a flag gives (--client-config
+# refuses them, naming it) or that the harness owns (its callbacks measure; its own connect
+# timeout). What is left: connect()'s bind_port, and MQTT 5's CONNECT properties as
+# properties.NAME (paho's names: properties.ReceiveMaximum=100).
+CLIENT_FLAGGED = {"client_id": "--client-id", "clean_session": "--no-clean",
+                  "clean_start": "--no-clean", "protocol": "--protocol",
+                  "transport": "--websocket", "host": "--host", "port": "--port",
+                  "keepalive": "--heartbeat", "bind_address": "--source-addresses",
+                  "username": "--user", "password": "--password",
+                  "max_inflight_messages": "--inflight", "max_queued_messages": "--inflight",
+                  "properties.SessionExpiryInterval": "--session-expiry"}
+CLIENT_OWNED = ("callback_api_version", "userdata", "reconnect_on_failure", "manual_ack",
+                "properties", "connect_timeout", "logger")
+_CONNECT = Properties(PacketTypes.CONNECT)
+CONNECT_PROPERTIES = tuple(f"properties.{name.replace(' ', '')}"
+                           for name, number in _CONNECT.names.items()
+                           if PacketTypes.CONNECT in _CONNECT.properties[number][1])
+
+
+@cache
+def client_settings(items: tuple[str, ...]) -> dict[str, Any]:
+    """--client-config as connect()'s keyword arguments, and properties.NAME as MQTT 5
+    CONNECT properties (a UserProperty's value KEY=VALUE)."""
+    values = library_settings(items, {"bind_port": 0, **dict.fromkeys(CONNECT_PROPERTIES)},
+                              "paho's connect()", CLIENT_FLAGGED, CLIENT_OWNED,
+                              check=connect_properties)
+    if "bind_port" in values and not 0 <= values["bind_port"] <= 65535:
+        raise ValueError(f"bind_port: {values['bind_port']} is not a port")
+    return values
+
+
+def connect_properties(values: dict[str, Any], properties: Properties | None = None
+                       ) -> Properties | None:
+    """The properties.NAME settings on a CONNECT's properties (paho checks each)."""
+    for key, value in values.items():
+        if key.startswith("properties."):
+            if properties is None:
+                properties = Properties(PacketTypes.CONNECT)
+            name = key.partition(".")[2]
+            if name == "UserProperty":
+                value = tuple(str(value).partition("=")[::2])
+            try:
+                setattr(properties, name, value)
+            except MQTTException as exc:
+                raise ValueError(str(exc)) from None
+    return properties
 
 
 def _topic_problems(settings: Settings[Any]) -> list[str]:
@@ -149,6 +205,11 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             out.append(("--protocol", f"MQTT on {name} speaks {' and '.join(versions)}"))
         if not 0 <= options.qos <= top_qos:
             out.append(("--qos", f"MQTT QoS on {name} is 0 to {top_qos}"))
+        refused = config_problems(options.client_config, client_settings)
+        out.extend(refused)
+        if not refused and version != "5" and any(
+                key.startswith("properties.") for key in client_settings(options.client_config)):
+            out.append(("--client-config", "properties.NAME are MQTT 5's: add --protocol 5"))
         if options.session_expiry and (version != "5" or options.clean):
             out.append(("--session-expiry", "needs MQTT 5 and --no-clean"))
         if settings.ttl and version != "5":
@@ -275,7 +336,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         client.on_message = self._on_message
         client.on_subscribe = self._on_subscribe
         if s.user is not None:
-            client.username_pw_set(s.user, s.password)
+            client.username_pw_set(s.user, s.secret())
         if s.tls:
             client.tls_set(ca_certs=s.ca, certfile=s.cert, keyfile=s.key)
         if self.driven:
@@ -291,13 +352,16 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         if self.v5 and options.session_expiry:
             properties = Properties(PacketTypes.CONNECT)
             properties.SessionExpiryInterval = options.session_expiry
+        extra = client_settings(options.client_config)
+        bind_port = extra.get("bind_port", 0)
         try:
             if self.v5:
                 client.connect(host, port, math.ceil(options.heartbeat), clean_start=self.clean,
-                               properties=properties, bind_address=s.source_address or "")
+                               properties=connect_properties(extra, properties),
+                               bind_address=s.source_address or "", bind_port=bind_port)
             else:
                 client.connect(host, port, math.ceil(options.heartbeat),
-                               bind_address=s.source_address or "")
+                               bind_address=s.source_address or "", bind_port=bind_port)
         except (OSError, ValueError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: "
                                  f"{getattr(exc, 'strerror', None) or exc}") from None
@@ -400,6 +464,9 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 now - self.last_attempt < max(self.settings.options.heartbeat, 2.0):
             return  # connected, its CONNACK on the way (readable() reads it)
         self.last_attempt = now
+        s = self.settings
+        if s.user is not None and s.password_file is not None:
+            client.username_pw_set(s.user, s.secret())  # rotated since the last connection
         try:
             client.reconnect()
         except (OSError, ValueError):

@@ -31,10 +31,9 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-import redis
-import redis.exceptions
 from harness.modules.interface.base import Capability, Transport, TransportError
 from harness.modules.interface.message import Destination, Message, frame, unframe
 from harness.modules.interface.optional import (
@@ -47,11 +46,19 @@ from harness.modules.interface.optional import (
 )
 from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.client_config import (
+    client_config_option,
+    config_problems,
+    library_settings,
+    parameters,
+)
 from harness.modules.kit.gauge import Gauge
 from harness.modules.kit.inline import InlineFrames
+from harness.modules.kit.library import library
 from harness.modules.kit.reconnect import Reconnecting
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+
+# redis-py, imported at its first use (harness.modules.kit.library)
+redis = library("redis", "exceptions", "backoff", "credentials", "retry")
 
 DEFAULT_PORT = 6379
 WRITE_EVERY = 64
@@ -65,7 +72,6 @@ ANSWERS = frozenset((bytes, int, str))  # what XADD and PUBLISH answer; an error
 
 CAPABILITIES = Capability.QUEUES | Capability.TOPICS | Capability.DURABLE | \
     Capability.REQUEST_REPLY | Capability.TEMP_QUEUES
-ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,56 @@ class RedisOptions:
     database: int = option(0, "Redis database number.", scope="connection", low=0)
     prefetch: int = option(0, "", scope="connection", low=0, side="receive")
     heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
+    client_config: tuple[str, ...] = client_config_option()
+
+
+# redis-py's Redis() arguments that a flag gives (--client-config refuses them, naming it) or
+# that the harness owns: bytes as sent, RESP2 replies, one connection a worker, its own
+# reconnection.
+CLIENT_FLAGGED = {"host": "--host", "port": "--port", "db": "--database", "username": "--user",
+                  "password": "--password", "ssl": "--tls", "ssl_ca_certs": "--ca",
+                  "ssl_certfile": "--cert", "ssl_keyfile": "--key", "client_name": "--client-id",
+                  "health_check_interval": "--heartbeat", "socket_timeout": "--heartbeat",
+                  "socket_connect_timeout": "--heartbeat"}
+CLIENT_OWNED = ("retry", "retry_on_timeout", "retry_on_error", "connection_pool",
+                "decode_responses", "encoding", "encoding_errors", "unix_socket_path",
+                "single_connection_client", "redis_connect_func", "credential_provider",
+                "event_dispatcher", "protocol")
+
+
+@cache
+def client_settings(items: tuple[str, ...]) -> dict[str, Any]:
+    """--client-config as redis.Redis's keyword arguments."""
+    return library_settings(items, parameters(redis.Redis.__init__), "redis-py's Redis()",
+                            CLIENT_FLAGGED, CLIENT_OWNED,
+                            check=lambda values: redis.Redis(**values).close())
+
+
+@cache
+def errors() -> tuple[type[BaseException], ...]:
+    """What a lost or silent connection raises (an except clause's, evaluated only when
+    something is raised)."""
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def file_login(settings: Settings[Any]) -> Any:
+    """--password-file's content as it stands at each connection redis-py makes: a
+    credential provider of redis-py's (a class of its own, made at the first login)."""
+    return _file_login()(settings)
+
+
+@cache
+def _file_login() -> type:
+    class FileLogin(redis.credentials.CredentialProvider):  # type: ignore[misc]
+        def __init__(self, settings: Settings[Any]) -> None:
+            self.settings = settings
+
+        def get_credentials(self) -> tuple[str] | tuple[str, str]:
+            secret = self.settings.secret() or ""
+            user = self.settings.user
+            return (user, secret) if user is not None else (secret,)
+
+    return FileLogin
 
 
 def is_pattern(name: str) -> bool:
@@ -105,6 +161,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
     def problems(cls, settings: Settings[RedisOptions]) -> list[tuple[str, str]]:
         o = settings.options
         out = []
+        out.extend(config_problems(o.client_config, client_settings))
         if settings.selector:
             out.append(("--selector", "Redis has no selectors; subscribe to a pattern "
                         "(* ? [...]) instead"))
@@ -156,13 +213,18 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
     def open(self) -> None:
         s = self.settings
         host, port = s.address(DEFAULT_PORT)
+        # A password from a file is asked for at each of redis-py's own connections too.
+        login: dict[str, Any] = {"credential_provider": file_login(s)} \
+            if s.password_file is not None else {"username": s.user, "password": s.password}
         client = redis.Redis(
-            host=host, port=port, db=self.o.database, username=s.user, password=s.password,
+            host=host, port=port, db=self.o.database, **login,
             ssl=s.tls, ssl_ca_certs=s.ca, ssl_certfile=s.cert, ssl_keyfile=s.key,
             socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
             health_check_interval=self.o.heartbeat,
             # The harness reconnects itself, so that each outage is seen and counted.
-            retry=Retry(NoBackoff(), 0), client_name=self.settings.connection_id(stable=False))
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+            client_name=self.settings.connection_id(stable=False),
+            **client_settings(self.o.client_config))
         try:
             client.ping()
         except (redis.exceptions.RedisError, OSError) as exc:
@@ -197,7 +259,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
         name = destination.name
         try:
             kind = self.client.type(name)
-        except ERRORS as exc:
+        except errors() as exc:
             raise self._lost(exc) from None
         except redis.exceptions.RedisError as exc:
             raise TransportError(f"{name}: {_reason(exc)}") from None
@@ -238,7 +300,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
         self.queued = []
         try:
             results = pipe.execute(raise_on_error=False)
-        except ERRORS as exc:
+        except errors() as exc:
             # Written or not, answered or not: each in doubt (the one being sent too).
             reason = f"connection lost: {_reason(exc)}"
             self.feedback.doubt.extend((seq, reason) for seq in queued)
@@ -282,7 +344,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                         info["entries-added"]
                 except redis.exceptions.ResponseError:  # no stream yet
                     self.added_before = 0
-        except ERRORS as exc:
+        except errors() as exc:
             raise self._lost(exc) from None
         except redis.exceptions.RedisError as exc:
             raise TransportError(f"subscribe to {name}: {_reason(exc)}") from None
@@ -306,7 +368,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                 left = info["entries-added"] - self.added_before - self.entries_read
                 self.feedback.waiting(f"{name} {self.consumer}",
                                       max(min(left, info["length"]), 0))
-        except ERRORS as exc:
+        except errors() as exc:
             raise self._lost(exc) from None
         except redis.exceptions.RedisError:
             pass  # no stream yet, or a server before 7.0: nothing to say
@@ -343,7 +405,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                 # cost a poll of the socket.
                 self.frames(raw["data"])
                 return None
-        except ERRORS as exc:
+        except errors() as exc:
             # The server closed the subscription: a subscriber that fell behind past its
             # client-output-buffer-limit; what was published meanwhile is lost.
             self.feedback.error("disconnected", f"the server closed the subscription "
@@ -388,7 +450,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
             else:
                 streams = self.client.xread({name: self.last_id}, count=self.count,
                                             block=block)
-        except ERRORS as exc:
+        except errors() as exc:
             raise self._lost(exc) from None
         except redis.exceptions.ResponseError as exc:
             if "NOGROUP" in str(exc):  # the stream was deleted: make the group again
@@ -450,7 +512,7 @@ class RedisTransport(Reconnecting, Transport, Declarations, FramedSends, InlineF
                         self._ask_lag()
                     if self.reply_key is not None:
                         self.client.delete(self.reply_key)
-        except ERRORS:
+        except errors():
             pass
         finally:
             self.connected = False

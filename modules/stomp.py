@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import stomp
@@ -44,6 +45,12 @@ from harness.modules.interface.options import (
     websocket_problems,
 )
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.client_config import (
+    client_config_option,
+    config_problems,
+    library_settings,
+    parameters,
+)
 from harness.modules.kit.network import NetworkTransport
 from harness.modules.kit.unheard import Unheard
 from stomp.adapter.ws import WSStompConnection
@@ -108,6 +115,33 @@ class StompOptions:
                                      "temporary queues (AMQP 0-9-1: instead of RabbitMQ's "
                                      "direct reply-to).")
     websocket: str | None = option(None, WEBSOCKET_HELP, scope="connection")
+    client_config: tuple[str, ...] = client_config_option()
+
+
+# stomp.py's Connection arguments that a flag gives (--client-config refuses them, naming it)
+# or that the harness owns: one attempt a connection (it reconnects and counts each outage
+# itself), bodies as bytes with their length.
+CLIENT_FLAGGED = {"host_and_ports": "--host/--port", "heartbeats": "--heartbeat",
+                  "timeout": "--heartbeat", "vhost": "--vhost", "ws_path": "--websocket",
+                  "auto_content_length": "--type"}
+CLIENT_OWNED = ("prefer_localhost", "try_loopback_connect", "reconnect_sleep_initial",
+                "reconnect_sleep_increase", "reconnect_sleep_jitter", "reconnect_sleep_max",
+                "reconnect_attempts_max", "auto_decode", "encoding", "ws", "header",
+                "binary_mode")
+
+
+@cache
+def client_settings(items: tuple[str, ...]) -> dict[str, Any]:
+    """--client-config as stomp.py's Connection keyword arguments; bind_host_port as
+    HOST:PORT."""
+    values = library_settings(items, parameters(WSStompConnection.__init__),
+                              "stomp.py's Connection", CLIENT_FLAGGED, CLIENT_OWNED)
+    if "bind_host_port" in values:
+        host, _, port = str(values["bind_host_port"]).rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError("bind_host_port: give HOST:PORT (port 0: any)")
+        values["bind_host_port"] = (host, int(port))
+    return values
 
 
 class _Listener(stomp.ConnectionListener):
@@ -188,7 +222,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
 
     @classmethod
     def problems(cls, settings: Settings[StompOptions]) -> list[tuple[str, str]]:
-        out = []
+        out = config_problems(settings.options.client_config, client_settings)
         if (settings.protocol or cls.protocols[0]) not in cls.protocols:
             out.append(("--protocol", f"STOMP versions are {' and '.join(sorted(cls.protocols))}"))
         if settings.options.ack not in ACK_MODES:
@@ -241,7 +275,8 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         conn = connection_type([(host, port)], heartbeats=(beat, beat), vhost=s.options.vhost,
                                auto_decode=False, reconnect_attempts_max=1,
                                timeout=connect_timeout(s.options.heartbeat),
-                               auto_content_length=s.body_type != "text", **over)
+                               auto_content_length=s.body_type != "text", **over,
+                               **client_settings(s.options.client_config))
         if s.tls:
             conn.set_ssl(for_hosts=[(host, port)], key_file=s.key, cert_file=s.cert,
                          ca_certs=s.ca, ssl_version=ssl.PROTOCOL_TLS_CLIENT)
@@ -249,7 +284,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         headers = {"client-id": self.client} if self.client else {}
         self.answered.clear()
         try:
-            conn.connect(s.user, s.password, wait=False, headers=headers)
+            conn.connect(s.user, s.secret(), wait=False, headers=headers)
             if not self.answered.wait(connect_timeout(s.options.heartbeat)):
                 with contextlib.suppress(Exception):
                     conn.transport.running = False

@@ -27,6 +27,7 @@ class Cutter:
         self.target = target
         self.delay = delay
         self.log: list[tuple[int, bool, bytes]] | None = [] if record else None
+        self.peers: list[tuple[str, int]] = []  # each connection's client address
         self._connections = 0
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -34,6 +35,7 @@ class Cutter:
         self.port: int = self._listener.getsockname()[1]
         self.cuts = 0
         self.held: set[int] = set()  # connections whose bytes go nowhere (hold())
+        self.muted: set[int] = set()  # connections whose server's bytes go nowhere (mute())
         self._up = threading.Event()
         self._up.set()
         self._closed = False
@@ -88,6 +90,12 @@ class Cutter:
         sends block)."""
         self.held.add(number)
 
+    def mute(self, number: int) -> None:
+        """Stop moving connection `number`'s bytes from the server to the client only: what
+        the client sends still reaches the server, whose answers (confirms, settlements,
+        receipts) never come back."""
+        self.muted.add(number)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -104,9 +112,10 @@ class Cutter:
             if listener is None:
                 continue
             try:
-                client, _ = listener.accept()
+                client, peer = listener.accept()
             except OSError:  # closed by cut() or close()
                 continue
+            self.peers.append(peer)
             self._connect(listener, client)
 
     def _connect(self, listener: socket.socket, client: socket.socket) -> None:
@@ -141,7 +150,8 @@ class Cutter:
                 if self.log is not None:
                     with self._lock:
                         self.log.append((number, upstream, data))
-                while number in self.held and not self._closed:
+                while (number in self.held or (not upstream and number in self.muted)) \
+                        and not self._closed:
                     time.sleep(0.05)  # what was read waits; nothing more is read
                 dst.sendall(data)
         except OSError:

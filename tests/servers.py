@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import textwrap
@@ -234,6 +235,16 @@ class RabbitMQ(Private):
                 "RABBITMQ_PLUGINS_EXPAND_DIR": f"{d}/plugins-expand",
                 "RABBITMQ_PID_FILE": f"{d}/pid"}
 
+    def start(self, seconds: float = 60) -> None:
+        super().start(seconds)
+        # A fresh node's MQTT plugin listens before its client-id tracker (a Raft cluster)
+        # has elected a leader, and closes connections until then, before any CONNACK.
+        deadline = time.time() + seconds
+        while not mqtt_answers(self.host, self.ports["mqtt"]):
+            if time.time() > deadline:
+                raise AssertionError(f"{self.name}: MQTT gives no CONNACK after {seconds:g} s")
+            time.sleep(0.2)
+
     def kill(self) -> None:
         # The server script runs the Erlang VM as another user, in a session of its own.
         pid = int((self.dir / "pid").read_text())
@@ -294,6 +305,52 @@ class WebTlsRabbitMQ(RabbitMQ):
                     """))
 
 
+class CertLoginRabbitMQ(RabbitMQ):
+    """A RabbitMQ node of its own that logs clients in by their TLS client certificate, as
+    deployed fleets do: SASL EXTERNAL (rabbitmq_auth_mechanism_ssl) on AMQP 0-9-1 and 1.0,
+    ssl_cert_login on STOMP and MQTT, the user the certificate's common name; that user is
+    made at boot with no password, allowed everything on /. Its listeners take only clients
+    whose certificate the test's CA signed (tests.conftest.make_certificates)."""
+
+    protocols = (*RabbitMQ.protocols, "amqps", "stomps", "mqtts")
+
+    def __init__(self, directory: Path, certificates: Path, user: str) -> None:
+        super().__init__(directory)
+        for name in ("ca.pem", "server.pem", "server.key"):
+            shutil.copy(certificates / name, self.dir / name)
+        (self.dir / "enabled_plugins").write_text(
+            "[rabbitmq_stomp,rabbitmq_mqtt,rabbitmq_amqp1_0,rabbitmq_web_stomp,"
+            "rabbitmq_web_mqtt,rabbitmq_auth_mechanism_ssl].\n")
+        definitions = {
+            "vhosts": [{"name": "/"}],
+            "users": [{"name": user, "password_hash": "", "tags": "",
+                       "hashing_algorithm": "rabbit_password_hashing_sha256"}],
+            "permissions": [{"user": user, "vhost": "/", "configure": ".*", "write": ".*",
+                             "read": ".*"}]}
+        (self.dir / "definitions.json").write_text(json.dumps(definitions))
+        host, d = self.host, self.dir
+        with (self.dir / "rabbitmq.conf").open("a") as conf:
+            conf.write(textwrap.dedent(f"""\
+                listeners.ssl.default = {host}:{self.ports["amqps"]}
+                ssl_options.cacertfile = {d / "ca.pem"}
+                ssl_options.certfile = {d / "server.pem"}
+                ssl_options.keyfile = {d / "server.key"}
+                ssl_options.verify = verify_peer
+                ssl_options.fail_if_no_peer_cert = true
+                auth_mechanisms.1 = EXTERNAL
+                auth_mechanisms.2 = PLAIN
+                ssl_cert_login_from = common_name
+                stomp.listeners.ssl.1 = {host}:{self.ports["stomps"]}
+                stomp.ssl_cert_login = true
+                mqtt.listeners.ssl.1 = {host}:{self.ports["mqtts"]}
+                mqtt.ssl_cert_login = true
+                load_definitions = {d / "definitions.json"}
+                """))
+        if os.geteuid() == 0:
+            for path in self.dir.iterdir():
+                shutil.chown(path, "rabbitmq", "rabbitmq")
+
+
 class OAuthRabbitMQ(RabbitMQ):
     """A RabbitMQ node of its own that takes OAuth 2 access tokens (JWTs) as passwords, through
     its rabbitmq_auth_backend_oauth2 plugin: tokens signed (RS256) by the key in
@@ -333,6 +390,21 @@ class OAuthRabbitMQ(RabbitMQ):
                                     str(self.dir / "signing.pem")], input=signed.encode(),
                                    capture_output=True, check=True).stdout
         return f"{signed}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode()}"
+
+
+def mqtt_answers(host: str, port: int) -> bool:
+    """Whether an MQTT 3.1.1 CONNECT (clean session, no login) is answered with a CONNACK,
+    whatever its code: a node asking for a login refuses it, and has answered."""
+    client = b"harness-probe"
+    variable = b"\x00\x04MQTT\x04\x02\x00\x3c"  # protocol, level 4, clean, keep-alive 60
+    payload = len(client).to_bytes(2, "big") + client
+    try:
+        with socket.create_connection((host, port), timeout=2) as sock:
+            sock.settimeout(5)
+            sock.sendall(bytes([0x10, len(variable) + len(payload)]) + variable + payload)
+            return sock.recv(2) == b"\x20\x02"
+    except OSError:
+        return False
 
 
 def rabbit_hash(password: str) -> str:

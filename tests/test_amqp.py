@@ -2,6 +2,7 @@
 a real RabbitMQ (its AMQP 1.0 plugin enabled by the broker script)."""
 
 import json
+import subprocess
 import time
 
 import pika
@@ -11,7 +12,14 @@ from harness.modules.interface.base import connect
 from harness.modules.interface.message import Destination, Message
 
 from harness.stats.histogram import decode
-from tests.conftest import env, login_runs, rabbitmq_queues, settings_for, unique
+from tests.conftest import (
+    env,
+    harness_command,
+    login_runs,
+    rabbitmq_queues,
+    settings_for,
+    unique,
+)
 from tests.servers import SecuredRabbitMQ
 
 
@@ -500,7 +508,8 @@ def test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words(
 
     try:
         queue = unique("bench.q")
-        _, allowed = run("-m", "amqp.Sender", "-d", queue, "-rt", "50", "-g",
+        _, allowed = run("-m", "amqp.Sender", "-d", queue, "-rt", "50", "--processes", "2",
+                         "-g",
                          f"-m amqp.Receiver -d {queue} {' '.join(login)}")
         plain, refused = run("-m", "amqp.Publisher", "-d", "bench.t", "-rt", "50")
         _, confirmed = run("-m", "amqp.Publisher", "-d", "bench.t", "-rt", "50",
@@ -512,10 +521,49 @@ def test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words(
     assert allowed["delivery"][0]["expected"] == allowed["delivery"][0]["received"] >= 100
     for summary in (refused, confirmed):
         publisher = summary["groups"]["publisher"]
-        assert publisher["sent"] >= 100
+        assert publisher["sent"] + publisher["unsent"] >= 100  # due: sent, or late
         assert publisher["refused"] == publisher["errors"] == publisher["sent"]
         assert publisher["in_doubt"] == publisher["reconnects"] == publisher["outage_ms"] == 0
         assert summary["throughput"]["received_by_broker"] == 0
     assert plain.code == 0 and "the broker refused access: 403 ACCESS_REFUSED - access to " \
         "exchange 'amq.topic' in vhost '/' refused for user 'bench'" in plain.stderr
     assert wrong.code == 1 and "cannot connect" in wrong.stderr, wrong.stderr
+
+
+@pytest.mark.parametrize("module", ["amqp", "amqp10"])
+def test_sends_whose_confirms_a_fault_hid_are_in_doubt_and_none_failed(brokers, tmp_path,
+                                                                      module):
+    """The broker takes a producer's persistent sends but its confirms never come back (a
+    proxy holds its answers), then the connection is cut: every send that awaited its
+    confirm, the one whose call found the connection gone among them, is in doubt and none
+    is counted failed, so that their arrival is neither unexpected nor a loss."""
+    from tests.cutter import Cutter
+    from tests.test_fault_matrix import wait_running
+
+    queue = unique("doubt")
+    flavour = ["--flavour", "rabbitmq"] if module == "amqp10" else []
+    cutter = Cutter(("127.0.0.1", 5672))
+    out = tmp_path / "runs"
+    proc = subprocess.Popen(harness_command(
+        "run", "-m", f"{module}.Sender", "-d", queue, "-pp", "--confirm", "20", "--port",
+        str(cutter.port), *flavour, "-rt", "100", "-rl", "7", "-ss", "1", "--drain", "5",
+        "-g", " ".join([f"-m {module}.Receiver -d", queue, "--port 5672", *flavour]),
+        "-o", str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env())
+    try:
+        wait_running(out, proc)
+        time.sleep(1)
+        cutter.mute(1)  # the producer's connection: its sends arrive, the confirms not
+        time.sleep(1.5)
+        cutter.cut(0.5)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        cutter.close()
+    assert proc.returncode == 0, stderr
+    summary = json.loads(next(out.glob("*/summary.json")).read_text())
+    sender, (delivery,) = summary["groups"]["sender"], summary["delivery"]
+    assert sender["reconnects"] >= 1 and sender["in_doubt"] >= 20, sender
+    assert delivery["in_doubt"] == sender["in_doubt"]
+    assert delivery["unexpected"] == delivery["missing"] == 0, delivery
+    assert delivery["received"] >= delivery["expected"] > 300

@@ -28,7 +28,7 @@ RUNS = [
                   "500"], "harness / bare", True),
     ("loop_turn.py", ["--sends", "500"], "us", True),
     ("loopback.py", ["--messages", "20000", "--repeat", "1"], "msg/s", False),
-    ("merge.py", ["--shape", "2x20", "--shape", "4x20"], "rows/s", False),
+    ("merge.py", ["--shape", "2x20"], "rows/s", False),
     ("message_path.py", ["--messages", "5000"], "ns", False),
     ("metrics.py", ["--seconds", "1", "--pairs", "1"], "with / without", False),
     ("runs_index.py", ["--runs", "200"], "runs/s", False),

@@ -179,7 +179,9 @@ def test_idle_clients_are_held_and_their_memory_is_said(harness, many_clients_mo
     # The broker's figure is its readings' (a long-lived broker may hold these connections
     # in memory an earlier run freed: its growth can be nothing).
     assert memory["broker"]["start_bytes"] == broker[0]["rss_start"] > 0
-    assert memory["broker"]["end_bytes"] == broker[-1]["rss"] >= broker[0]["rss_start"]
+    # A broker serving other tests' clients too may free more than these take: its reading
+    # at the end is said as it is, whichever way it went.
+    assert memory["broker"]["end_bytes"] == broker[-1]["rss"] > 0
     assert memory["broker"]["bytes_per_connection"] == \
         pytest.approx((broker[-1]["rss"] - broker[0]["rss_start"]) / 3000)
     assert "memory with 3,000 connections held: client" in result.stdout

@@ -62,6 +62,13 @@ def fixtures(where: Path) -> None:
     (where / "workloads").mkdir()
     for name in ("1-topic-16-partitions-1kb.yaml", "workloads/1-topic-16-partitions-1kb.yaml"):
         (where / name).write_text(workload)
+    (where / "kafka-throughput.yaml").write_text(
+        "name: Kafka\ndriverClass: io.openmessaging.benchmark.driver.kafka."
+        "KafkaBenchmarkDriver\nreplicationFactor: 3\nreset: true\ntopicConfig: |\n"
+        "  min.insync.replicas=2\ncommonConfig: |\n  bootstrap.servers=localhost:9092\n"
+        "  default.api.timeout.ms=600000\nproducerConfig: |\n  acks=all\n  linger.ms=1\n"
+        "  batch.size=1048576\nconsumerConfig: |\n  auto.offset.reset=earliest\n"
+        "  enable.auto.commit=false\n  max.partition.fetch.bytes=10485760\n")
     (where / "my-workload.yaml").write_text(workload.replace("partitionsPerTopic: 16",
                                                              "partitionsPerTopic: 1"))
     (where / "ca.pem").write_text("")
@@ -71,6 +78,12 @@ def fixtures(where: Path) -> None:
                                        "\n------END USER NKEY SEED------\n")
     (where / "user.nk").write_text("SUA\n")
     (where / "nats-token").write_text("not-a-real-secret\n")
+    # Connecting to secured brokers: a password, a token, a client certificate and key, a
+    # Kafka client's properties
+    for name in ("secret.txt", "token.jwt", "client.pem", "client.key"):
+        (where / name).write_text("not-a-real-secret\n")
+    (where / "client.properties").write_text("security.protocol=SASL_SSL\n"
+                                             "sasl.mechanism=SCRAM-SHA-512\n")
     shutil.copytree(ROOT / "profiles", where / "profiles")
 
 

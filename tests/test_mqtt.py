@@ -220,7 +220,8 @@ def test_a_mosquitto_with_passwords_and_an_acl_admits_refuses_and_drops_as_it_sa
         return done, summary
 
     try:
-        _, allowed = run("-m", "mqtt.Publisher", "-d", "bench/t", "--protocol", "5", "-g",
+        _, allowed = run("-m", "mqtt.Publisher", "-d", "bench/t", "--protocol", "5",
+                         "--processes", "2", "-g",
                          f"-m mqtt.Subscriber -d bench/t --protocol 5 {' '.join(login)}")
         denied, refusals = run("-m", "mqtt.Publisher", "-d", "ro/t", "--protocol", "5")
         _, dropped = run("-m", "mqtt.Publisher", "-d", "ro/t", "-g",
@@ -233,10 +234,11 @@ def test_a_mosquitto_with_passwords_and_an_acl_admits_refuses_and_drops_as_it_sa
     delivered = allowed["delivery"][0]
     assert delivered["expected"] == delivered["received"] >= 100
     refused = refusals["groups"]["publisher"]
-    assert refused["sent"] >= 100 and refused["refused"] == refused["sent"]
+    assert refused["sent"] + refused["unsent"] >= 100  # due: sent, or late at the stop
+    assert refused["refused"] == refused["sent"] > 0
     assert "the broker refused it: Not authorized" in denied.stderr
     sent, check = dropped["groups"]["publisher"], dropped["delivery"][0]
-    assert sent["sent"] >= 100 and sent["refused"] == sent["errors"] == 0
+    assert sent["sent"] + sent["unsent"] >= 100 and sent["refused"] == sent["errors"] == 0
     assert check["received"] == 0 and check["missing"] == check["expected"] == sent["sent"]
     assert wrong.code == 1 and wrong.stderr.strip().endswith("Not authorized")
     assert "Traceback" not in wrong.stderr

@@ -546,7 +546,8 @@ def test_a_server_that_admits_a_token_an_nkey_or_a_credentials_file_is_reached(
     try:
         subject, port = unique("nauth"), str(server.ports["nats"])
         done = harness("run", "-m", "nats.Sender", "-d", subject, "--port", port,
-                       *flags.split(), "-rt", "100", "-rl", "2", "-sw", "0", "-ss", "1", "-g",
+                       *flags.split(), "-rt", "100", "--processes", "2", "-rl", "2", "-sw", "0",
+                       "-ss", "1", "-g",
                        f"-m nats.Receiver -d {subject} --port {port} {flags}", timeout=60)
         refused = harness("run", "-m", "nats.Sender", "-d", subject, "--port", port, "-rl",
                           "1", "-o", str(tmp_path / "refused"), timeout=60, output=False)

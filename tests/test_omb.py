@@ -253,3 +253,99 @@ def test_randomized_payloads_on_the_wire_are_random_for_their_ratio_and_zero_aft
     for other in rest:
         differ = sum(a != b for a, b in zip(first, other, strict=True)) / 1000
         assert 0.3 * 0.97 < differ <= 0.3
+
+
+# OMB's driver-kafka/kafka-throughput.yaml, its keys as they are, with two settings added
+# that no flag of the harness sets: one plain, one a secret.
+KAFKA_DRIVER = """\
+name: Kafka
+driverClass: io.openmessaging.benchmark.driver.kafka.KafkaBenchmarkDriver
+
+# Kafka client-specific configuration
+replicationFactor: 3
+reset: true
+
+topicConfig: |
+  min.insync.replicas=2
+
+commonConfig: |
+  bootstrap.servers=localhost:9092
+  default.api.timeout.ms=600000
+  socket.keepalive.enable=true
+
+producerConfig: |
+  acks=all
+  linger.ms=1
+  batch.size=1048576
+  ssl.key.password=not-a-real-secret
+
+consumerConfig: |
+  auto.offset.reset=earliest
+  enable.auto.commit=false
+  max.partition.fetch.bytes=10485760
+"""
+
+
+def test_an_omb_kafka_driver_file_runs_as_it_is(harness, brokers, tmp_path):
+    """Its producer and consumer settings become the flags that set them on each group,
+    the rest go to librdkafka from the file (a secret stays there), the Java client's own
+    timeout is left out and said, and the workload runs to a complete delivery."""
+    driver = tmp_path / "kafka-throughput.yaml"
+    driver.write_text(KAFKA_DRIVER)
+    path = workload(tmp_path, topics=1, producersPerTopic=1, consumerPerSubscription=1,
+                    producerRate=100, testDurationMinutes=0.1, warmupDurationMinutes=0)
+    done = harness("run", "--omb", str(path), "--omb-driver", str(driver), "-m", "kafka",
+                   "-ss", "1", "--drain", "30", "--no-ui", timeout=180)
+    assert done.code == 0, done.stderr
+    assert "harness: omb-driver: default.api.timeout.ms left out: the Java client's" in \
+        done.stderr
+    delivery = done.summary["delivery"][0]
+    assert delivery["expected"] == delivery["received"] >= 500 and delivery["missing"] == 0
+    groups = {g["name"]: g for g in done.manifest["options"]["groups"]}
+    producer, consumer = groups["producer"]["options"], groups["consumer"]["options"]
+    assert (producer["acks"], producer["linger_ms"], producer["batch_size"]) == \
+        ("all", 1.0, 1048576)
+    assert (consumer["offset_reset"], consumer["commit"], consumer["fetch_max_bytes"]) == \
+        ("earliest", "async", 10485760)
+    for options in (producer, consumer):
+        assert options["replication"] == 3
+        assert options["topic_config"] == ["min.insync.replicas=2"]
+    assert producer["client_config"] == [f"@{driver}#commonConfig",
+                                         f"@{driver}#producerConfig"]
+    assert consumer["client_config"] == [f"@{driver}#commonConfig"]
+    assert groups["producer"]["host"] == "localhost" and groups["producer"]["port"] == 9092
+    assert "not-a-real-secret" not in json.dumps(done.manifest) + done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("driver", "module", "words"), [
+    (KAFKA_DRIVER.replace("driver.kafka.KafkaBenchmarkDriver",
+                          "driver.pulsar.PulsarBenchmarkDriver"), "kafka",
+     "driverClass: 'io.openmessaging.benchmark.driver.pulsar.PulsarBenchmarkDriver' is not "
+     "OMB's Kafka driver"),
+    (KAFKA_DRIVER + "sasl: on\n", "kafka", "sasl: not a key of OMB's Kafka driver files"),
+    (KAFKA_DRIVER.replace("acks=all", "acks=maybe"), "kafka",
+     "groups[0].acks: 'maybe': use one of all, 1, 0"),
+    (KAFKA_DRIVER.replace("enable.auto.commit=false", "enable.auto.commit=often"), "kafka",
+     "consumerConfig: enable.auto.commit: 'often' is not true or false"),
+    (KAFKA_DRIVER.replace("socket.keepalive.enable=true", "no.such.property=1"), "kafka",
+     'No such configuration property: "no.such.property"'),
+    (KAFKA_DRIVER, "amqp", "omb-driver: driver files are read for kafka, not amqp"),
+])
+def test_a_driver_file_the_harness_cannot_honour_is_refused_in_one_line(harness, tmp_path,
+                                                                       driver, module, words):
+    path = tmp_path / "driver.yaml"
+    path.write_text(driver)
+    refused = harness("run", "--omb", str(workload(tmp_path)), "--omb-driver", str(path),
+                      "-m", module, "--check")
+    assert refused.code == 2, refused.stderr
+    # One line a problem: a property librdkafka lacks, once for each group it reaches.
+    lines = [line for line in refused.stderr.splitlines() if "left out" not in line]
+    assert 1 <= len(lines) <= 2 and all(words in line for line in lines), refused.stderr
+    assert "not-a-real-secret" not in refused.stderr
+
+
+def test_a_driver_file_needs_a_workload(harness, tmp_path):
+    path = tmp_path / "driver.yaml"
+    path.write_text(KAFKA_DRIVER)
+    refused = harness("run", "-m", "kafka.Sender", "-d", "t", "--omb-driver", str(path))
+    assert refused.code == 2 and "--omb-driver: only with --omb" in refused.stderr

@@ -40,8 +40,10 @@ def test_every_option_sets_a_field_and_every_field_has_an_option() -> None:
         fields = run_fields if option.scope == "run" else group_fields
         assert option.name in fields, option.key
         set_by_options.add(option.name)
-    # fields no flag sets: the transport's options, and what scenarios fill in
-    assert group_fields - set_by_options == {"options", "plan", "size_mix", "traits"}
+    # fields no flag sets: the transport's options, what scenarios fill in, and the file
+    # --password-file named (a credential's flag), kept to be read again at each connection
+    assert group_fields - set_by_options == {"options", "plan", "size_mix", "traits",
+                                             "password_file"}
     # ... the nodes of a distributed run, which --cluster / --nodes set, and the transports'
     # run-wide options (the loopback broker's), which their own options fill
     assert run_fields - set_by_options == {"groups", "nodes", "options"}

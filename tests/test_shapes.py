@@ -85,7 +85,11 @@ def test_a_slow_consumer_on_rabbitmq_leaves_the_rest_in_the_queue_and_loses_noth
                      "-rl", "3", "-sw", "0", "-ss", "1", "--drain", "15", timeout=120)
     assert result.code == 0, result.stderr
     measured = [r["received"] for r in counters(result, "receiver") if r["phase"] == "measure"]
-    assert all(abs(n - 200) <= 2 for n in measured), measured
+    # 200 a second over the measured span, to 1%: a message taken a little after an
+    # interval's end counts in the next one (beside the suite's other tests: 197 then 203),
+    # and one taken after the span's end in the drain (196, 200, 200).
+    assert abs(sum(measured) - 200 * len(measured)) <= 2 * len(measured), measured
+    assert all(abs(n - 200) <= 5 for n in measured), measured
     delivery = result.summary["delivery"][0]
     assert delivery["expected"] == delivery["received"] == 1200
     assert delivery["missing"] == delivery["duplicated"] == 0

@@ -280,7 +280,8 @@ def test_activemq_authorization_admits_refuses_each_send_and_fails_a_subscriptio
 
     try:
         queue = unique("bench.q")
-        _, allowed = run("-m", "stomp.Sender", "-d", queue, "-pp", "-rt", "50", "-g",
+        _, allowed = run("-m", "stomp.Sender", "-d", queue, "-pp", "-rt", "50",
+                         "--processes", "2", "-g",
                          f"-m stomp.Receiver -d {queue} {' '.join(login)}")
         denied, refusals = run("-m", "stomp.Sender", "-d", "ro.q", "-pp", "-rt", "50")
         began = time.monotonic()
@@ -293,7 +294,8 @@ def test_activemq_authorization_admits_refuses_each_send_and_fails_a_subscriptio
         server.stop()
     assert allowed["delivery"][0]["expected"] == allowed["delivery"][0]["received"] >= 100
     sender = refusals["groups"]["sender"]
-    assert sender["sent"] >= 100 and sender["refused"] == sender["errors"] == sender["sent"]
+    assert sender["sent"] + sender["unsent"] >= 100  # due: sent, or late at the stop
+    assert sender["refused"] == sender["errors"] == sender["sent"] > 0
     assert sender["in_doubt"] == sender["reconnects"] == 0
     assert "the broker refused it: User bench is not authorized to write to: queue://ro.q" \
         in denied.stderr

@@ -4,6 +4,7 @@ nats-server and a redis-server of the test's own. With --ca the server is verifi
 messages go through; without it the start fails in one line that names the cause, at once.
 (MQTT and HTTPS have theirs in test_mqtt.py and test_http.py.)"""
 
+import json
 import shlex
 import shutil
 import subprocess
@@ -109,3 +110,64 @@ def test_tls_refuses_a_server_it_cannot_verify_at_once(harness, request, transpo
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"cannot connect to 127.0.0.1:{port}" in lines[0], result.stderr
     assert "CERTIFICATE_VERIFY_FAILED" in lines[0].upper().replace(" ", "_"), lines[0]
+
+
+def test_a_client_certificate_logs_in_on_every_rabbitmq_protocol(harness, brokers, tmp_path):
+    """A RabbitMQ node that takes logins from TLS client certificates: --cert-login (SASL
+    EXTERNAL) on AMQP 0-9-1 and 1.0, and on STOMP and MQTT the certificate with no --user
+    (ssl_cert_login), each a producer and a consumer losing nothing; a certificate the
+    test's CA signed for a name that is no user is refused in one line; --cert-login without
+    a certificate, or beside a user, is refused before the run."""
+    from tests.conftest import make_client_certificate
+    from tests.servers import CertLoginRabbitMQ
+
+    folder = tmp_path / "certificates"
+    folder.mkdir()
+    make_certificates(folder)
+    cert, key = make_client_certificate(folder, "harness-client")
+    stranger = make_client_certificate(folder, "stranger")
+    server = CertLoginRabbitMQ(tmp_path / "rabbitmq", folder, "harness-client")
+    server.start()
+    ports = server.ports
+
+    def tls(certificate: tuple[Path, Path] = (cert, key)) -> list[str]:
+        return ["--tls", "--ca", str(folder / "ca.pem"), "--cert", str(certificate[0]),
+                "--key", str(certificate[1])]
+
+    cases = [
+        ("amqp", "Sender", "Receiver", ["--port", str(ports["amqps"]), "--cert-login"]),
+        ("amqp10", "Sender", "Receiver", ["--port", str(ports["amqps"]), "--cert-login",
+                                          "--flavour", "rabbitmq"]),
+        ("stomp", "Sender", "Receiver", ["--port", str(ports["stomps"]), "--flavour",
+                                         "rabbitmq", "--vhost", "/"]),
+        ("mqtt", "Publisher", "Subscriber", ["--port", str(ports["mqtts"]), "--flavour",
+                                             "rabbitmq", "--qos", "1"]),
+    ]
+    try:
+        runs = {}
+        for transport, producer, consumer, flags in cases:
+            destination = unique("certlogin").replace(".", "-")
+            both = [*flags, *tls()]
+            runs[transport] = harness(
+                "run", "-m", f"{transport}.{producer}", "-d", destination, "-rt", "50",
+                *both, "-g", shlex.join(["-m", f"{transport}.{consumer}", "-d", destination,
+                                         *both]), "-rl", "2", "-ss", "1", "--no-ui", "-o",
+                str(tmp_path / transport), output=False)
+        stranger_run = harness("run", "-m", "amqp.Sender", "-d", "q", "-rl", "1", "--port",
+                               str(ports["amqps"]), "--cert-login", *tls(stranger), "--no-ui",
+                               "-o", str(tmp_path / "stranger"), output=False)
+    finally:
+        server.stop()
+    for transport, done in runs.items():
+        assert done.code == 0, (transport, done.stderr)
+        (run_dir,) = (tmp_path / transport).iterdir()
+        delivery = json.loads((run_dir / "summary.json").read_text())["delivery"][0]
+        assert delivery["expected"] == delivery["received"] >= 100, (transport, delivery)
+    assert stranger_run.code == 1 and len(stranger_run.stderr.strip().splitlines()) == 1, \
+        stranger_run.stderr
+    assert "ACCESS_REFUSED" in stranger_run.stderr, stranger_run.stderr
+    for flags, words in ((["--cert-login"], "needs --tls and --cert"),
+                         (["--cert-login", *tls(), "--user", "u"], "give no --user")):
+        refused = harness("run", "-m", "amqp.Sender", "-d", "q", *flags, "--check")
+        assert refused.code == 2 and refused.stderr.startswith(
+            "harness: error: --cert-login: ") and words in refused.stderr, refused.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
+import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -193,6 +194,9 @@ CASES = [
     Wire("stomp.Receiver", "--prefetch 47", rb"\nactivemq.prefetchSize:47\n"),
     Wire("stomp.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
     # MQTT on Mosquitto
+    # --client-config: MQTT 5's Maximum Packet Size property (39), four bytes
+    Wire("mqtt.Publisher", "--client-config properties.MaximumPacketSize=4711",
+         rb"\x27\x00\x00\x12\x67", "--protocol 5"),
     Wire("mqtt.Publisher", "--client-id client4711", rb"client4711"),
     Wire("mqtt.Publisher", "--user user4711 --password pw", rb"user4711"),
     Wire("mqtt.Publisher", "--tls", TLS),
@@ -208,6 +212,8 @@ CASES = [
     Wire("mqtt.Publisher", "--type text", TEXT),
     Wire("mqtt.Publisher", "-co corr4711", rb"corr4711"),
     # AMQP 0-9-1 on RabbitMQ
+    Wire("amqp.Sender", "--client-config frame_max=47110",
+         amqp_method(pika.spec.Connection.TuneOk, lambda m: m.frame_max == 47110)),
     Wire("amqp.Sender", "--type text", TEXT),
     Wire("amqp.Sender", "--property probe=4711", rb"\x05probe"),
     Wire("amqp.Sender", "-co corr4711", amqp_header(lambda p: p.correlation_id == "corr47110")),
@@ -283,6 +289,7 @@ CASES = [
     Wire("amqp10.Receiver", "--prefetch 47", rb"\x00\x53\x13.{4,80}?\x52\x2f"),
     Wire("amqp10.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
     # NATS and JetStream
+    Wire("nats.Publisher", "--client-config pedantic=true", rb'"pedantic": ?true'),
     # nats-py's PINGs every --heartbeat: a 0.2 s one sends many within a run.
     Wire("nats.Publisher", "--heartbeat 0.2", rb"(?s)(PING\r\n.*){6}"),
     Wire("nats.Publisher", "--type text", TEXT),
@@ -302,6 +309,7 @@ CASES = [
     Wire("nats.Receiver", "--ack-wait 4.7", rb'"ack_wait": ?4700000000\b',
          "--jetstream --ack client"),
     # Redis
+    Wire("redis.Publisher", "--client-config lib_name=lib4711", rb"SETINFO.{1,40}lib4711"),
     Wire("redis.Publisher", "--type text", TEXT),
     Wire("redis.Publisher", "-co corr4711", rb"corr4711"),
     Wire("redis.Sender", "-tx", rb"\*1\r\n\$5\r\nMULTI\r\n"),
@@ -343,6 +351,9 @@ CASES = [
     # CreateTopics: partitions (int32), replication (int16)
     Wire("kafka.Sender", "--partitions 7", kafka(19, rb"\x00\x00\x00\x07\x00\x01")),
     Wire("kafka.Sender", "--replication 3", kafka(19, rb"\x00\x00\x00\x01\x00\x03")),
+    # CreateTopics: the config's name and value
+    Wire("kafka.Sender", "--topic-config retention.ms=4711000",
+         kafka(19, rb"retention\.ms.{1,4}4711000")),
     Wire("kafka.Receiver", "--consumer-group grp4711", kafka(11, rb"grp4711"),
          peer=KAFKA_FED),
     # JoinGroup: the session timeout (6 s at most), the rebalance timeout (47 s)
@@ -381,12 +392,20 @@ ON_THE_HARNESS_SIDE = {
     # each to a nats-server of the test's own that admits no other way in
     **dict.fromkeys(("token", "nkey", "creds"), "test_nats.py::"
                     "test_a_server_that_admits_a_token_an_nkey_or_a_credentials_file_is_reached"),
-    # on the wire too, through a recording proxy of its own (a client id read in every request)
-    "client-config": "test_kafka.py::"
-        "test_client_properties_reach_the_client_on_the_wire_and_bad_ones_are_refused",
     # runs through RabbitMQ's ports that speak WebSockets only (without the option the same
     # flags get no answer there: test_tcp_on_a_websocket_port_fails_in_one_line)
     "websocket": "test_websockets.py::test_every_message_crosses_websockets",
+}
+# Shown by a transport in a test of its own: the key a flag of the harness also sets
+# (client.id) through a proxy of its own; a connection's source port, which no byte shows.
+ELSEWHERE = {
+    ("kafka", "client-config"): "test_kafka.py::"
+        "test_client_properties_reach_the_client_on_the_wire_and_bad_ones_are_refused",
+    ("stomp", "client-config"):
+        "test_wire.py::test_a_client_setting_shows_in_the_connections_source_port",
+    # --cert-login needs a broker that takes certificates as logins, over TLS
+    **dict.fromkeys((("amqp", "cert-login"), ("amqp10", "cert-login")),
+                    "test_tls.py::test_a_client_certificate_logs_in_on_every_rabbitmq_protocol"),
 }
 # JetStream acknowledges every message either way: --ack auto on its arrival in the client,
 # --ack client once the harness has measured it. No byte and no figure tells them apart
@@ -395,8 +414,14 @@ SAME_BYTES = {("nats", "ack")}
 # Accepted only where no server here can show them: the loopback broker runs in the process.
 NO_WIRE = {"loopback"}
 # Seconds each run takes: a Kafka consumer group forms in about three, after its topic
-# exists (its Sender, in a process beside it, makes it).
-RUN_LENGTH = {"kafka": 8}
+# exists (its Sender, in a process beside it, makes it); a Kafka producer's first request
+# shows its settings as soon as any other client's does.
+RUN_LENGTH_S, GROUP_FORMS_S = 2, 8
+
+
+def run_length(case: Wire) -> int:
+    joins = case.transport == "kafka" and ROLES[case.module.split(".")[1]].consumes
+    return GROUP_FORMS_S if joins else RUN_LENGTH_S
 
 
 def destination(case: Wire) -> str:
@@ -444,7 +469,7 @@ def _record(case: Wire, with_option: bool, out: Path, proxy: Cutter
         args += ["-rt", "20"]
     if case.peer:
         args += ["-g", f"{case.peer} {at}"]
-    seconds = str(RUN_LENGTH.get(case.transport, 2))
+    seconds = str(run_length(case))
     proc = subprocess.run(harness_command("run", *args, "-rl", seconds, "-ss", "1", "--drain",
                                           "1", "-o", str(out / uuid.uuid4().hex[:8])),
                           capture_output=True, text=True, timeout=120, env=env(), cwd=out)
@@ -466,7 +491,9 @@ def shows(evidence: Evidence, streams: Streams, dest: str) -> bool:
 
 def test_every_accepted_option_shows_on_the_wire(tmp_path: Path, brokers: Any) -> None:
     setups = {case.setup: case for case in CASES}
-    with ThreadPoolExecutor(6) as pool:
+    # Ten at a time: a case is a run of two seconds, most of it waiting (six kept two cores
+    # half busy).
+    with ThreadPoolExecutor(10) as pool:
         baselines = dict(zip(setups, pool.map(lambda c: record(c, False, tmp_path),
                                               setups.values()), strict=True))
         runs = list(pool.map(lambda c: record(c, True, tmp_path), CASES))
@@ -495,12 +522,36 @@ def test_every_option_a_transport_accepts_is_on_the_wire_or_named_with_its_test(
                   if any(accepted(f"{name}.{role}", key, value) for role in playing(name))}
         takes.discard("password")  # sent with --user, checked there
         for key in sorted(takes - set(ON_THE_HARNESS_SIDE)):
-            if (name, key) not in covered | SAME_BYTES:
+            if (name, key) not in covered | SAME_BYTES | set(ELSEWHERE):
                 missing.append(f"{name} --{key}")
     assert not missing, "accepted, never shown to change what is sent: " + ", ".join(missing)
-    for where in ON_THE_HARNESS_SIDE.values():
+    for where in {*ON_THE_HARNESS_SIDE.values(), *ELSEWHERE.values()}:
         file, test = where.split("::")
         assert f"def {test}(" in (ROOT / "tests" / file).read_text(), where
+
+
+def test_a_client_setting_shows_in_the_connections_source_port(tmp_path: Path,
+                                                               brokers: Any) -> None:
+    """stomp.py's bind_host_port and paho's bind_port, given by --client-config, are the
+    port each connection comes from, as the broker's side (a proxy in front of it) sees."""
+    for module, key, base in (("stomp.Sender", "bind_host_port=127.0.0.1:{}",
+                               "--flavour activemq"),
+                              ("mqtt.Publisher", "bind_port={}", "--flavour mosquitto")):
+        with socket.socket() as probe:  # a port free now, as the test's own
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        transport = module.split(".")[0]
+        proxy = Cutter(("127.0.0.1", SHARED[transport]), record=True)
+        try:
+            done = subprocess.run(harness_command(
+                "run", "-m", module, "-d", f"src{uuid.uuid4().hex[:8]}", *base.split(),
+                "--port", str(proxy.port), "--client-config", key.format(port), "-rt", "20",
+                "-rl", "1", "-o", str(tmp_path)), capture_output=True, text=True,
+                timeout=60, env=env(), cwd=tmp_path)
+        finally:
+            proxy.close()
+        assert done.returncode == 0, done.stderr
+        assert proxy.peers == [("127.0.0.1", port)], (module, proxy.peers)
 
 
 Count = Callable[[bytes], int]

@@ -92,6 +92,12 @@ def run(
         "durations become the groups 'producer' and 'consumer'; change them with --set "
         "groups.producer.rate=..., add the transport's options as flags.",
         rich_help_panel=PANELS["run"], show_default=False)] = None,
+    omb_driver: Annotated[Path | None, typer.Option(
+        "--omb-driver", help="With --omb: an OpenMessaging Benchmark driver file as it is "
+        "(driver-kafka/*.yaml): its producerConfig, consumerConfig and commonConfig go to the "
+        "producers and consumers, those a flag sets as that flag; its topicConfig, "
+        "replicationFactor and bootstrap.servers where no flag gives them.",
+        rich_help_panel=PANELS["run"], show_default=False)] = None,
     ship: Annotated[bool, typer.Option(
         "--ship/--no-ship", help="With --cluster: send this harness to the executors as a zip "
         "(their Python must have its dependencies).", rich_help_panel=PANELS["cluster"])] = True,
@@ -133,11 +139,15 @@ def run(
                            "started by hand on several machines")
         if nodes is not None and nodes < 1:
             raise BadInput("--nodes", f"must be at least 1, got {nodes}")
+    if omb_driver is not None and omb is None:
+        raise BadInput("--omb-driver", "only with --omb (a profile names a driver file with "
+                       "its omb-driver: key)")
     if omb is not None:
         if profile is not None or group:
             raise BadInput("--omb", "the workload makes the groups: give no profile or -g "
                            "beside it (a profile names a workload with its omb: key)")
-        raise typer.Exit(run_profile(omb, set_ or [], ui, on_cluster, omb_given(given), check))
+        raise typer.Exit(run_profile(omb, set_ or [], ui, on_cluster,
+                                     {**omb_given(given), "driver": omb_driver}, check))
     if profile is not None:
         for option in table().values():
             if option.key in given and given[option.key] != option.default:
@@ -349,12 +359,16 @@ def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None,
         data = {"connections": {"broker": {"transport": omb["transport"],
                                            **omb["connection"]}},
                 "omb": str(path.resolve()), "run": omb["run"]}
+        if omb.get("driver") is not None:
+            data["omb-driver"] = str(omb["driver"].resolve())
         if omb["both"]:
             data["defaults"] = omb["both"]
         sided = [f"groups.{g}.{k}={json.dumps(v)}" for g in ("producer", "consumer")
                  for k, v in omb[g].items()]
         profile = load_data(path, "", data, {}, [*sided, *overrides])
     cluster = cluster or profile.cluster
+    for note in profile.notes:
+        warn(note)
     if check:
         what = f"a search over {profile.search.field} from {profile.search.start:g}" \
             if profile.search else f"{len(profile.points)} run{'s' * (len(profile.points) != 1)}"

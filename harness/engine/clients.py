@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import heapq
 import select
-import time
 from collections import Counter
 from collections.abc import Callable
 
 from harness.clock import EPOCH_OFFSET_NS, now_ns
+from harness.engine.client_connections import RETRY_NS, ClientConnections
 from harness.engine.connector import FAR, Connector
+from harness.engine.paced import MAX_SLEEP_S
 from harness.engine.roles import Consumer
-from harness.engine.worker import MAX_SLEEP_S, Worker, WorkerSetup
+from harness.engine.worker import Worker, WorkerSetup
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Message, plain_frame
 from harness.modules.interface.optional import ClientLoop, FramedSends, Multiplexed
@@ -36,15 +37,13 @@ from harness.modules.interface.optional import ClientLoop, FramedSends, Multiple
 # often, a slice of the clients at a time.
 TEND_EVERY_NS = 1_000_000_000
 TEND_SLICES = 10
-# A client whose connection attempt failed tries again after this long.
-RETRY_NS = 1_000_000_000
 # A client whose connection was lost is tended this often until it is up again: its
 # client library reconnects only while it is turned, and the tending of every client
 # comes round only every TEND_EVERY_NS.
 DOWN_TEND_NS = 250_000_000
 
 
-class Clients(Worker):
+class Clients(ClientConnections, Worker):
     """A worker thread that drives many producer clients."""
 
     def __init__(self, setup: WorkerSetup, clients: list[Worker]) -> None:
@@ -84,161 +83,13 @@ class Clients(Worker):
         self.connector = Connector(self.name, lambda i: self.clients[i].transport.open())
         self.epoll.register(self.connector.woken, select.EPOLLIN)
 
-    # -- the clients' connections
-    def prepare(self) -> None:
-        """The first client connects before the run, as a thread's connection does: a broker
-        that cannot be reached fails the start. A consumer's clients all subscribe before
-        the run, at the connect rate, as consumer threads do: one that joined later would
-        find the streams begun and count their heads lost."""
-        self.outage_counted = 0
-        if not self.consumes:
-            self._connect(0)
-            self.started.append(0)  # it sends from the start of the run (work)
-            return
-        first = now_ns()
-        try:
-            for i in range(len(self.clients)):
-                if self.connect_gap:
-                    wait_ns = first + i * self.connect_gap - now_ns()
-                    if wait_ns > 0:
-                        time.sleep(wait_ns / 1e9)
-                while (at := self.connector.begin_at(now_ns())) > now_ns():
-                    self._prepared_if(self.connector.wait(min((at - now_ns()) / 1e9,
-                                                              MAX_SLEEP_S)))
-                if self.connector.here():
-                    self._connect(i)
-                    self.started.append(i)
-                else:
-                    self.connector.start(i)
-            while self.connector.opening:
-                self._prepared_if(self.connector.wait(MAX_SLEEP_S))
-        except BaseException:
-            self._stop_connector()
-            raise
-
-    def _prepared_if(self, i: int | None) -> None:
-        if i is not None:
-            self._connected(i, *self.connector.take(i))
-            self.started.append(i)
-
-    def _connect(self, i: int) -> int:
-        """Open client i's connection on this thread, timed into the connect histogram;
-        returns when it was up (monotonic ns), or raises TransportError."""
-        return self._connected(i, *self.connector.timed_here(i))
-
-    def _stop_connector(self) -> None:
-        self.connector.stop(lambda i: self.clients[i].transport.close())
-
-    def _connected(self, i: int, began: int, up: int) -> int:
-        """What follows client i's open() (timed from began to up): its subscription or
-        session, and its socket watched; returns when it was ready."""
-        client, rec = self.clients[i], self.rec
-        rec.connect.append((up - began) // 1000)
-        try:
-            if isinstance(client, Consumer):
-                client.parts()
-                assert client.pusher is not None  # a Multiplexed consumer pushes
-                client.pusher.deliver(*client.sinks())
-                client.session()  # its subscription, timed apart
-                up, done = now_ns(), up
-                rec.subscribe.append((up - done) // 1000)
-            else:
-                client.session()
-        except TransportError:
-            with contextlib.suppress(Exception):
-                client.transport.close()
-            raise
-        self._watch(i)
-        return up
-
-
-    def _begin(self, i: int, done: int) -> None:
-        """Client i connected at done: its sends and its churn from then on."""
-        client = self.clients[i]
-        if self.churn_ns:
-            # The first churn one to two periods after it connected, spread over the
-            # clients, so that they do not all reconnect at once.
-            heapq.heappush(self.churn, (done + self.churn_ns + self.churn_ns * i //
-                                        len(self.clients), i))
-        schedule = client.schedule
-        if self.group.idle or self.consumes:
-            return  # kept alive by _tend, nothing to send
-        if schedule is not None:
-            # It sends from when it connected, keeping its place (phase) in the group's
-            # schedule: what fell due before was never due.
-            schedule.start = max(done, int(self.control.timeline.start))
-            heapq.heappush(self.heap, (schedule.next_ns(), i))
-        else:
-            self.order += 1
-            heapq.heappush(self.heap, (self.order, i))
-
-    def _reopen(self, i: int) -> None:
-        """Churn (--reconnect-every, --reconnect-after): close client i's connection and open
-        a new one, timed as its first was; where that fails it is closed until a retry."""
-        transport = self.clients[i].transport
-        if i not in self.closed:
-            with contextlib.suppress(Exception):  # what closing says is of no account
-                transport.close()
-            self._watch(i)
-        try:
-            self._connect(i)
-            self.closed.discard(i)
-        except TransportError as exc:
-            self._connect_failed(exc)
-            self.closed.add(i)
-            heapq.heappush(self.churn, (now_ns() + RETRY_NS, i))
-
-    def _try_open(self, i: int, here: bool) -> bool:
-        """Client i's first connection, made on this thread (here) or by an attempt that
-        ended on a connector thread: it sends from then on."""
-        try:
-            done = self._connect(i) if here else self._connected(i, *self.connector.take(i))
-        except TransportError as exc:
-            self._connect_failed(exc)
-            return False
-        self.started.append(i)
-        self._begin(i, done)
-        return True
-
-    def _connect_failed(self, exc: TransportError) -> None:
-        """A connection attempt failed: an error, a failed connection, and its reason
-        tallied (what follows the last colon: the address and the call go before it)."""
-        self.rec.error("connect", exc)
-        self.rec.connect_failed += 1
-        self.failures[str(exc).rsplit(": ", 1)[-1] or type(exc).__name__] += 1
-
-    def _watch(self, i: int) -> None:
-        """Wait on the client's socket as it is now (a reconnect opens a new one)."""
-        transport = self.clients[i].transport
-        assert isinstance(transport, Multiplexed)
-        fd, old = transport.fileno(), self.registered[i]
-        if fd == old:
-            return
-        if old >= 0 and self.fds.get(old) == i:
-            del self.fds[old]
-            with contextlib.suppress(OSError):  # closed with its socket
-                self.epoll.unregister(old)
-        self.registered[i] = fd
-        if fd >= 0:
-            try:
-                self.epoll.register(fd, select.EPOLLIN)
-            except FileExistsError:  # the number of a socket closed without a word
-                self.epoll.modify(fd, select.EPOLLIN)
-            self.fds[fd] = i
-
-    def clients_up(self) -> int:
-        """Clients connected now."""
-        clients = self.clients
-        return sum(1 for i in self.started
-                   if clients[i].transport.outages.down_since is None)
-
     # -- the loop
     def work(self) -> None:
         group, control = self.group, self.control
         clients, heap = self.clients, self.heap
         paced = self.clients[0].schedule is not None
         framed = isinstance(clients[0].transport, FramedSends) and \
-            clients[0].correlation is None and not any(clients[0].property_sets)
+            clients[0].out.correlation is None and not any(clients[0].out.property_sets)
         loops = isinstance(clients[0].transport, ClientLoop)
         persistent = group.persistent
         after = group.reconnect_after
@@ -311,7 +162,7 @@ class Clients(Worker):
                 if was_down or outages.down_since is not None:
                     self._watch(i)  # a new socket, or none
                     self._lost(i)
-                if after and client.stream_position % after == 0:
+                if after and client.out.position % after == 0:
                     self._reopen(i)
 
                 if paced:
@@ -345,32 +196,32 @@ class Clients(Worker):
     def _send(self, i: int, framed: bool, persistent: bool, intended: int, now: int,
               offset: int) -> None:
         client = self.clients[i]
-        rec, transport = self.rec, client.transport
-        seq = client.stream_position
+        rec, transport, out = self.rec, client.transport, client.out
+        seq = out.position
         if i in self.closed:  # its reconnection failed: a send that cannot be made
-            client.stream_position = seq + 1
+            out.position = seq + 1
             rec.error("send", "not connected: its reconnection failed")
-            client.failed.append(seq)
+            out.failed.append(seq)
             return
-        body, crc = client.body, client.body_crc
-        if client.deck:
-            body, crc = client.deck[seq % len(client.deck)]
+        body, crc = out.body, out.crc
+        if out.deck:
+            body, crc = out.deck[seq % len(out.deck)]
         try:
             if framed:
                 transport.send_frame(  # type: ignore[attr-defined]
                     client.destination, plain_frame(self.heads[i], seq, intended + offset,
                                                     now + offset, crc, body), seq)
             else:
-                properties = client.property_sets[seq % len(client.property_sets)]
+                properties = out.property_sets[seq % len(out.property_sets)]
                 transport.send(client.destination, Message(
                     body, client.producer_id, seq, intended + offset, now + offset, crc,
-                    properties, client.correlation, None, persistent))
+                    properties, out.correlation, None, persistent))
         except TransportError as exc:
-            client.stream_position = seq + 1
+            out.position = seq + 1
             client.send_failed(seq, len(body), intended, exc)  # into the shared buffer
             return
         done = now_ns()
-        client.stream_position = seq + 1
+        out.position = seq + 1
         rec.service.append((done - now) // 1000)
         if client.schedule is not None:
             rec.delay.append((now - intended) // 1000)

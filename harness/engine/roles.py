@@ -73,16 +73,16 @@ class _Producer(Worker):
         transport, destination = self.transport, self.destination
         send = transport.send
         send_frame = transport.send_frame if isinstance(transport, FramedSends) else None
-        body, size, crc = self.body, len(self.body), self.body_crc
-        producer, persistent, correlation = self.producer_id, group.persistent, \
-            self.correlation
+        out = self.out
+        body, size, crc = out.body, len(out.body), out.crc
+        producer, persistent, correlation = self.producer_id, group.persistent, out.correlation
         # A message with nothing but the prefix's fields goes framed, without a Message:
         # building one and framing it from its attributes cost two to three times what
         # framing it from the fields does.
         framed = send_frame is not None and correlation is None and \
-            not any(self.property_sets)
+            not any(out.property_sets)
         head = producer.encode()
-        deck, cards = self.deck, len(self.deck)
+        deck, cards = out.deck, len(out.deck)
         transacted, commit_count = group.transacted, group.commit_count
         offset = EPOCH_OFFSET_NS
         seq = 0
@@ -123,7 +123,7 @@ class _Producer(Worker):
             if transacted and seq % commit_count:
                 self.commit(in_transaction)
         finally:
-            self.stream_position = seq
+            out.position = seq
 
 
 class Sender(_Producer):
@@ -482,7 +482,7 @@ class Requestor(Worker):
         control, rec = self.control, self.rec
         transport = self.transport
         send, receive, destination = transport.send, transport.receive, self.destination
-        body, size, crc = self.body, len(self.body), self.body_crc
+        body, size, crc = self.out.body, len(self.out.body), self.out.crc
         producer, persistent = self.producer_id, group.persistent
         reply_to = self.reply_to
         timeout_ns = int(group.reply_timeout * 1e9)

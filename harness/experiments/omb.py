@@ -11,6 +11,7 @@ message (Publisher and Subscriber). A key the harness cannot honour is refused b
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from pathlib import Path
@@ -64,26 +65,46 @@ class WorkloadError(ValueError):
         self.problem = problem
 
 
-def read_workload(source: Any, base: Path) -> tuple[dict[str, Any], Path | None]:
+def read_workload(source: Any, base: Path, key: str = "omb"
+                  ) -> tuple[dict[str, Any], Path | None]:
     """The workload's keys (a mapping, or the path of a YAML file relative to `base`), and
-    the file it came from."""
+    the file it came from; with key omb-driver, a driver file's."""
     import yaml
 
+    what = "driver" if key == "omb-driver" else "workload"
     if isinstance(source, dict):
         return source, None
     if not isinstance(source, str) or not source:
-        raise WorkloadError("omb", "names an OpenMessaging Benchmark workload file, or holds "
-                                   "its keys")
+        raise WorkloadError(key, f"names an OpenMessaging Benchmark {what} file, or holds "
+                                 "its keys")
     path = Path(source).expanduser()
     if not path.is_absolute():
         path = base / path
     try:
-        data = load_yaml(read_text(path, "omb"), f"omb ({path})")
+        data = load_yaml(read_text(path, key), f"{key} ({path})")
     except yaml.YAMLError as exc:
-        raise WorkloadError("omb", f"{path} is not valid YAML: {exc}") from None
+        raise WorkloadError(key, f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise WorkloadError("omb", f"{path} is not a mapping of workload keys")
+        raise WorkloadError(key, f"{path} is not a mapping of {what} keys")
     return data, path
+
+
+def driver_parts(source: str, transport: str, base: Path) -> dict[str, Any]:
+    """What an OpenMessaging Benchmark driver file gives the run on `transport` (the
+    transport's omb_driver reader: {"connection", "producer", "consumer", "left_out"})."""
+    from harness.modules import TRANSPORTS, transport_class
+
+    readers = [name for name in TRANSPORTS if hasattr(transport_class(name), "omb_driver")]
+    reader = getattr(transport_class(transport), "omb_driver", None)
+    if reader is None:
+        raise WorkloadError("omb-driver", f"driver files are read for {', '.join(readers)}, "
+                                          f"not {transport}")
+    data, path = read_workload(source, base, "omb-driver")
+    assert path is not None  # a file: the settings left to the client are read from it
+    try:
+        return reader(data, path)
+    except ValueError as exc:
+        raise WorkloadError("omb-driver", f"{path}: {exc}") from None
 
 
 def _number(workload: dict[str, Any], key: str, kind: type = int) -> Any:
@@ -91,8 +112,8 @@ def _number(workload: dict[str, Any], key: str, kind: type = int) -> Any:
     if value is None:
         raise WorkloadError(key, "is required")
     if isinstance(value, bool) or not isinstance(value, int | float) or \
-            (kind is int and value != int(value)):
-        raise WorkloadError(key, f"must be a {'whole ' if kind is int else ''}number, "
+            not math.isfinite(value) or (kind is int and value != int(value)):
+        raise WorkloadError(key, f"must be a {'whole ' if kind is int else 'finite '}number, "
                                  f"got {value!r}")
     if value < 0 or (key in POSITIVE and value <= 0):
         raise WorkloadError(key, f"must be {'above' if key in POSITIVE else 'at least'} 0, "

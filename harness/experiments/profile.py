@@ -93,6 +93,9 @@ class Profile:
     latency: str | None  # the group whose latency the table shows; None: the first consumer
     base_search: dict[str, float] | None = None  # a scenario's BASE search
     cluster: ClusterSpec | None = None  # every run on the nodes of this Spark cluster
+    # What the profile asked that is left out, said before its runs (an OMB driver's keys
+    # that only the Java client has).
+    notes: list[str] = field(default_factory=list)
 
 
 def load(path: Path, overrides: list[str] | None = None) -> Profile:
@@ -121,8 +124,9 @@ def load_data(path: Path, text: str, data: Any, lines: dict[PathKey, int],
     if check.problems:
         raise ProfileError(path, check.problems)  # what follows reads each section by shape
     builder = Builder(check)
-    if "omb" in data:
-        expand_omb(data, path, check)
+    notes: list[str] = []
+    if "omb" in data or "omb-driver" in data:
+        notes = expand_omb(data, path, check)
         if check.problems:
             raise ProfileError(path, check.problems)
     for override in overrides or []:
@@ -202,7 +206,7 @@ def load_data(path: Path, text: str, data: Any, lines: dict[PathKey, int],
                    header, points, _search(data.get("search")), _settle(data.get("settle")),
                    str(results.get("rate", "dispatched")), results.get("latency"),
                    {k: float(v) for k, v in base_search.items()} if base_search else None,
-                   cluster)
+                   cluster, notes)
 
 
 def _search(raw: dict[str, Any] | None) -> Search | None:

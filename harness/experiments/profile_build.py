@@ -143,39 +143,70 @@ class Builder:
 
 
 
-def expand_omb(data: dict[str, Any], path: Path, check: Checker) -> None:
+def expand_omb(data: dict[str, Any], path: Path, check: Checker) -> list[str]:
     """An OpenMessaging Benchmark workload (omb:) made into the profile's groups, run and
-    search, on the profile's one connection; what the profile's run: and search: give
-    themselves stands."""
-    from harness.experiments.omb import WorkloadError, profile_parts, read_workload
+    search, on the profile's one connection, with a driver file's settings (omb-driver:);
+    what the profile's run: and search: give themselves stands. Returns what the driver
+    file asked that was left out, a line each."""
+    from harness.experiments.omb import (
+        WorkloadError,
+        driver_parts,
+        profile_parts,
+        read_workload,
+    )
 
     for key in ("groups", "scenario"):
         if key in data:
             check.add((key,), "an OpenMessaging Benchmark workload (omb:) makes the groups: "
                               f"give either omb or {key}")
+    if "omb" not in data:
+        check.add(("omb-driver",), "a driver file's settings are for a workload: give omb")
+        return []
     connections = data.get("connections")
     if not isinstance(connections, dict) or len(connections) != 1:
         check.add(("connections",), "with omb: exactly one connection, the broker the "
                                     "workload runs against")
-        return
+        return []
     (name, connection), = connections.items()
     transport = connection.get("transport") if isinstance(connection, dict) else None
     if transport not in TRANSPORTS:
-        return  # reported with the connection
+        return []  # reported with the connection
+    driver: dict[str, Any] = {}
     try:
         workload, file = read_workload(data["omb"], path.parent)
         parts = profile_parts(workload, transport, name, file)
+        if data.get("omb-driver") is not None:
+            driver = driver_parts(data["omb-driver"], transport, path.parent)
     except WorkloadError as exc:
-        check.add(("omb", exc.key) if exc.key != "omb" else ("omb",), exc.problem)
-        return
+        check.add((exc.key,) if exc.key in ("omb", "omb-driver") else ("omb", exc.key),
+                  exc.problem)
+        return []
     if check.problems:
-        return
+        return []
+    if driver:
+        # The driver's server where the connection names none; its settings on each group,
+        # under what the profile's connection gives (its client settings after the
+        # driver's, so that the profile's own stand).
+        for key, value in driver["connection"].items():
+            connection.setdefault(key, value)
+        given = {**(data.get("defaults") or {}), **connection}
+        for group in parts["groups"]:
+            for key, value in driver[group["name"]].items():
+                if key == "client-config":
+                    group[key] = [*value, *_items(given.get(key))]
+                elif key not in given:
+                    group[key] = value
     data["groups"] = parts["groups"]
     # Problems in the groups made are shown at the omb: key.
     check.lines.setdefault(("groups",), check.lines.get(("omb",), 0))
     data["run"] = {**parts["run"], **(data.get("run") or {})}
     if "search" in parts and "search" not in data:
         data["search"] = parts["search"]
+    return [f"omb-driver: {key} left out: {why}" for key, why in driver.get("left_out", ())]
+
+
+def _items(value: Any) -> list[Any]:
+    return [] if value is None else value if isinstance(value, list) else [value]
 
 
 def scenario_run(point: dict[str, Any], builder: Builder,

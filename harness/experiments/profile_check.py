@@ -29,7 +29,7 @@ SHAPES: dict[str, tuple[type, ...]] = {
     "name": (str, int, float), "description": (str,), "vars": (dict,), "connections": (dict,),
     "defaults": (dict,), "groups": (list,), "run": (dict,), "sweep": (dict,),
     "search": (dict,), "settle": (dict,), "results": (dict,), "scenario": (dict,),
-    "cluster": (dict,), "slo": (str, list), "omb": (str, dict)}
+    "cluster": (dict,), "slo": (str, list), "omb": (str, dict), "omb-driver": (str,)}
 SHAPE_NAMES = {str: "text", int: "a number", float: "a number", dict: "a mapping",
                list: "a list"}
 

@@ -17,7 +17,7 @@ from harness.errors import BadInput
 PathKey = tuple[str | int, ...]
 
 TOP_KEYS = ("name", "description", "vars", "connections", "defaults", "groups", "run", "sweep",
-            "search", "settle", "results", "scenario", "cluster", "slo", "omb")
+            "search", "settle", "results", "scenario", "cluster", "slo", "omb", "omb-driver")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 

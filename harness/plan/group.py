@@ -92,6 +92,8 @@ class GroupSpec:
     protocol: str = ""  # protocol version; "": the transport's default
     user: str | None = None
     password: str | None = None  # a secret: never printed, scrubbed from the manifest
+    # Where it came from when --password-file gave it: read again at each connection.
+    password_file: str | None = None
     tls: bool = False
     ca: str | None = None
     cert: str | None = None
@@ -269,6 +271,9 @@ def group_spec(given: dict[str, Any]) -> GroupSpec:
             if transport in option.transports or not unset:
                 options[option.name] = value
     values["password"] = password(given)
+    if given.get("password-file") and not given.get("password") and \
+            not given.get("password-env"):
+        values["password_file"] = str(Path(given["password-file"]).expanduser().resolve())
     return GroupSpec(**values, options=options)
 
 

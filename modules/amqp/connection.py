@@ -10,10 +10,11 @@ import time
 from typing import Any
 
 import pika
+import pika.credentials
 import pika.exceptions
 import pika.heartbeat
 from harness.modules.amqp.common import ACCESS_REFUSED, DEFAULT_PORT, _IOLoop, _reason
-from harness.modules.amqp.options import AmqpOptions
+from harness.modules.amqp.options import AmqpOptions, client_settings
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.options import connect_timeout
 from harness.modules.interface.settings import Settings
@@ -32,7 +33,8 @@ class Connection:
     def _parameters(self) -> pika.ConnectionParameters:
         s, o = self.settings, self.o
         host, port = s.address(DEFAULT_PORT)
-        credentials = pika.PlainCredentials(s.user, s.password or "") if s.user is not None \
+        credentials = pika.credentials.ExternalCredentials() if o.cert_login else \
+            pika.PlainCredentials(s.user, s.secret() or "") if s.user is not None \
             else pika.ConnectionParameters.DEFAULT_CREDENTIALS
         ssl_options = None
         if s.tls:
@@ -48,7 +50,8 @@ class Connection:
             # would: a worker reconnecting when the run stops is not held past it.
             socket_timeout=connect_timeout(o.heartbeat),
             stack_timeout=connect_timeout(o.heartbeat),
-            client_properties={"connection_name": client} if client else None)
+            client_properties={"connection_name": client} if client else None,
+            **client_settings(o.client_config))
 
     def open(self) -> None:
         s = self.settings

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 from harness.modules.interface.base import Capability
-from harness.modules.interface.options import HEARTBEAT_S, option
+from harness.modules.interface.options import CERT_LOGIN_HELP, HEARTBEAT_S, option
+from harness.modules.kit.client_config import client_config_option, library_settings, parameters
 
 ACK_MODES = ("auto", "client", "client-individual")
 EXCHANGE_TYPES = ("direct", "topic", "fanout", "headers")
@@ -16,12 +19,31 @@ _BASE = (Capability.QUEUES | Capability.TOPICS | Capability.PERSISTENT
          | Capability.TEMP_QUEUES | Capability.PROPERTIES | Capability.TTL
          | Capability.PRIORITY)
 FLAVOURS = ("rabbitmq", "generic")  # generic: no quorum queues, streams or direct reply-to
+# pika's ConnectionParameters that a flag gives (--client-config refuses them, naming it) or
+# that the harness owns: one attempt a connection, its own reconnection counted as outages.
+CLIENT_FLAGGED = {"host": "--host", "port": "--port", "virtual_host": "--vhost",
+                  "credentials": "--user/--password", "heartbeat": "--heartbeat",
+                  "ssl_options": "--tls/--ca/--cert/--key", "client_properties": "--client-id",
+                  "socket_timeout": "--heartbeat", "stack_timeout": "--heartbeat"}
+CLIENT_OWNED = ("connection_attempts", "retry_delay")
+
+
+@cache
+def client_settings(items: tuple[str, ...]) -> dict[str, Any]:
+    """--client-config as pika.ConnectionParameters' keyword arguments."""
+    import pika
+
+    return library_settings(items, parameters(pika.ConnectionParameters.__init__),
+                            "pika's ConnectionParameters", CLIENT_FLAGGED, CLIENT_OWNED,
+                            check=lambda values: pika.ConnectionParameters(**values))
 
 
 @dataclass(frozen=True)
 class AmqpOptions:
     vhost: str | None = option(None, "", scope="connection")
     heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
+    client_config: tuple[str, ...] = client_config_option()
+    cert_login: bool = option(False, CERT_LOGIN_HELP, scope="connection")
     ack: str = option("auto", "", scope="connection", side="receive")
     prefetch: int = option(0, "", scope="connection", low=0, side="receive")
     reply_queue: str | None = option(None, "")

@@ -59,7 +59,10 @@ class Publishing:
                     _, _, reason = failed.pop()
                     raise TransportError(reason)
             elif len(self.pending) >= self.confirm_window:
-                self._await_confirms(self.confirm_window - 1)
+                try:
+                    self._await_confirms(self.confirm_window - 1)
+                except TransportError as exc:
+                    raise self.queued_failure(exc, self.next_tag, message.seq) from None
         else:
             self._sent(None, message.seq)
 

@@ -28,6 +28,7 @@ from harness.modules.amqp.options import (
     FLAVOURS,
     QUEUE_TYPES,
     AmqpOptions,
+    client_settings,
 )
 from harness.modules.amqp.publishing import Publishing
 from harness.modules.amqp.topology import Topology
@@ -40,7 +41,9 @@ from harness.modules.interface.optional import (
     TemporaryQueues,
     Transactions,
 )
+from harness.modules.interface.options import cert_login_problems
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.client_config import config_problems
 from harness.modules.kit.driven import DrivenTransport
 
 
@@ -68,6 +71,8 @@ class AmqpTransport(Turning, Connection, Topology, Publishing, Consuming, Driven
             out.append(("--selector", "AMQP 0-9-1 has no selectors; filter with a headers "
                         "exchange instead: --exchange NAME --exchange-type headers "
                         "--bind-arg x-match=all --bind-arg KEY=VALUE"))
+        out.extend(config_problems(o.client_config, client_settings))
+        out.extend(cert_login_problems(o.cert_login, settings.tls, settings.cert, settings.user))
         if o.ack not in ACK_MODES:
             out.append(("--ack", f"acknowledgement modes are {', '.join(ACK_MODES)}"))
         if o.exchange_type and o.exchange_type not in EXCHANGE_TYPES:

@@ -117,6 +117,24 @@ HEARTBEAT_HELP = ("Liveness check in seconds: STOMP heart-beats, AMQP 0-9-1 hear
                   "0: off (AMQP 0-9-1 and MQTT round up to whole seconds).")
 
 
+CERT_LOGIN_HELP = ("Log in as the TLS client certificate (--cert) names, with SASL EXTERNAL "
+                   "(RabbitMQ: rabbitmq_auth_mechanism_ssl, the user its ssl_cert_login_from "
+                   "takes from the certificate); no user or password is sent. STOMP and MQTT "
+                   "on RabbitMQ do so where no --user is given (its ssl_cert_login).")
+
+
+def cert_login_problems(cert_login: bool, tls: bool, cert: str | None, user: str | None
+                        ) -> list[tuple[str, str]]:
+    """--cert-login: a certificate to log in with, and no other login beside it."""
+    if not cert_login:
+        return []
+    if not tls or not cert:
+        return [("--cert-login", "needs --tls and --cert: the client certificate is the login")]
+    if user is not None:
+        return [("--cert-login", "the certificate names the user: give no --user")]
+    return []
+
+
 WEBSOCKET_HELP = ("Connect over WebSockets, to this path (RabbitMQ's web_mqtt and web_stomp "
                   "plugins: /ws, on 15675 and 15674); with --tls over wss://.")
 

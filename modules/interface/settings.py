@@ -4,6 +4,7 @@ worker runs, and the transport's own options, typed. Built from a worker group
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -15,6 +16,26 @@ OptionsT = TypeVar("OptionsT")  # the transport's options dataclass
 @dataclass(frozen=True)
 class NoOptions:
     """The options of a transport that declares none."""
+
+
+# --password-file's content by path: (modification time and size, the secret), shared by the
+# process's connections.
+_SECRETS: dict[str, tuple[tuple[int, int], str]] = {}
+
+
+def current_secret(path: str, given: str | None) -> str | None:
+    try:
+        stat = os.stat(path)
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        known = _SECRETS.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        with open(path, encoding="utf-8") as file:
+            secret = file.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return given
+    _SECRETS[path] = (stamp, secret)
+    return secret
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,17 @@ class Settings(Generic[OptionsT]):
     # default), where the capabilities say the transport sends them.
     ttl: float = 0.0
     priority: int | None = None
+    # The file the password came from (--password-file), read again when it changes.
+    password_file: str | None = None
+
+    def secret(self) -> str | None:
+        """The password as it stands at this connection: --password-file's content, read
+        again where the file changed since (a token rotated during a long run is taken at
+        the next connection); else the password given. A file gone (on a remote node) leaves
+        the password read at the start."""
+        if self.password_file is None:
+            return self.password
+        return current_secret(self.password_file, self.password)
 
     @property
     def role(self) -> str:

@@ -47,7 +47,7 @@ class Connection:
         if s.user is not None:
             conf.update({"security.protocol": "SASL_SSL" if s.tls else "SASL_PLAINTEXT",
                          "sasl.mechanism": "PLAIN", "sasl.username": s.user,
-                         "sasl.password": s.password or ""})
+                         "sasl.password": s.secret() or ""})
         elif s.tls:
             conf["security.protocol"] = "SSL"
         if s.tls:

@@ -3,11 +3,11 @@ passed through, those the harness sets itself or that would leak a secret refuse
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from harness.modules.interface.base import Capability
 from harness.modules.interface.options import HEARTBEAT_S, option
+from harness.modules.kit.client_config import client_config_option, read_items
 
 CAPABILITIES = Capability.QUEUES | Capability.TOPICS | Capability.REQUEST_REPLY | \
     Capability.TEMP_QUEUES
@@ -26,42 +26,16 @@ FLAGGED = {"acks": "--acks", "enable.idempotence": "--idempotence", "linger.ms":
            "group.id": "--consumer-group", "transactional.id": "-tx",
            "enable.auto.commit": "--commit", "sasl.username": "--user",
            "sasl.password": "--password/--password-file"}
-SECRET = re.compile(r"password|secret|token|\.pem$|key\.pem|jaas", re.IGNORECASE)
 OWNED = {"statistics.interval.ms", "on_delivery", "error_cb", "stats_cb", "logger",
          "throttle_cb", "oauth_cb", "on_commit"}
 
 
 def client_config(items: tuple[str, ...]) -> dict[str, str]:
-    """--client-config as a mapping: KEY=VALUE items and @FILE .properties files (KEY=VALUE
-    or KEY: VALUE lines; # and ! comments). ValueError names what is wrong."""
-    out: dict[str, str] = {}
-    for item in items:
-        if item.startswith("@"):
-            from harness.textfiles import read_text
+    """--client-config as librdkafka's properties, as text (librdkafka checks them); from
+    an OMB driver file's section, without what its reader made into flags."""
+    from harness.modules.kafka.omb_driver import HANDLED
 
-            lines = [(f"{item[1:]} line {n}", line.strip()) for n, line in
-                     enumerate(read_text(item[1:]).splitlines(), 1)]
-        else:  # named by its key alone where it may hold a secret
-            shown = repr(item) if not SECRET.search(item) else \
-                repr(re.split(r"[=:\s]", item.strip())[0])
-            lines = [(shown, item.strip())]
-        for where, line in lines:
-            if not line or line[0] in "#!":
-                continue
-            cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-            key, value = line[:cut].strip(), line[cut + 1:].strip()
-            if cut < 0 or not key:
-                raise ValueError(f"{where}: give KEY=VALUE")
-            if key in FLAGGED:
-                raise ValueError(f"{where}: {key} is set with {FLAGGED[key]}")
-            if key in OWNED:
-                raise ValueError(f"{where}: the harness sets {key} itself to measure")
-            if not item.startswith("@") and SECRET.search(key):
-                raise ValueError(f"{key}: a secret is given in a @FILE, never on the "
-                                 "command line (every process on the machine can read it, "
-                                 "and the run's manifest records the flags)")
-            out[key] = value
-    return out
+    return read_items(items, FLAGGED, OWNED, HANDLED)
 CHOICES = {"acks": ("all", "1", "0"), "compression": ("none", "gzip", "snappy", "lz4", "zstd"),
            "keys": ("none", "producer", "sequence", "random"),
            "offset_reset": ("earliest", "latest"), "commit": ("auto", "sync", "async"),
@@ -118,9 +92,20 @@ class KafkaOptions:
                                       "fraction of it.", low=1, side="receive")
     isolation: str = option("read_committed", "Kafka: read_committed (nothing of an open or "
                             "aborted transaction) or read_uncommitted.", side="receive")
-    client_config: tuple[str, ...] = option(
-        (), "Kafka: a client property KEY=VALUE given as it is to every client the group "
-        "makes (librdkafka's names, as a producer.config or an OMB driver's producerConfig "
-        "has them), or @FILE for a .properties file of them (repeatable).", multiple=True,
-        convert=lambda items: tuple(items or ()))
+    client_config: tuple[str, ...] = client_config_option()
+    topic_config: tuple[str, ...] = option(
+        (), "Kafka: a setting of the topics the harness creates, KEY=VALUE (the broker's "
+        "names: retention.ms=600000, min.insync.replicas=2; an OMB driver's topicConfig), "
+        "repeatable.", multiple=True, convert=lambda items: tuple(items or ()))
+
+
+def topic_config(items: tuple[str, ...]) -> dict[str, str]:
+    """--topic-config as CreateTopics' configs; ValueError says what is wrong."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise ValueError(f"{item!r}: give KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
 

@@ -11,7 +11,7 @@ from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Destination
 from harness.modules.interface.settings import Settings
 from harness.modules.kafka.common import ADMIN_TIMEOUT_S, _reason
-from harness.modules.kafka.options import KafkaOptions
+from harness.modules.kafka.options import KafkaOptions, topic_config
 
 
 class Topics:
@@ -28,8 +28,8 @@ class Topics:
     def _topic(self, name: str, partitions: int) -> None:
         if name in self.created:
             return
-        future = self.admin.create_topics([NewTopic(name, partitions,
-                                                    self.o.replication)])[name]
+        future = self.admin.create_topics([NewTopic(
+            name, partitions, self.o.replication, config=topic_config(self.o.topic_config))])[name]
         try:
             future.result(ADMIN_TIMEOUT_S)
         except KafkaException as exc:

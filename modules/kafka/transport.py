@@ -23,7 +23,14 @@ from harness.modules.kafka.common import ADMIN_TIMEOUT_S, CLOSE_TIMEOUT_S, DEFAU
 from harness.modules.kafka.connection import Connection
 from harness.modules.kafka.consuming import Consuming
 from harness.modules.kafka.gauges import Gauges
-from harness.modules.kafka.options import CAPABILITIES, CHOICES, KafkaOptions, client_config
+from harness.modules.kafka.omb_driver import read_driver
+from harness.modules.kafka.options import (
+    CAPABILITIES,
+    CHOICES,
+    KafkaOptions,
+    client_config,
+    topic_config,
+)
 from harness.modules.kafka.producing import Producing
 from harness.modules.kafka.topics import Topics
 from harness.modules.kit.inline import InlineFrames
@@ -40,6 +47,8 @@ class KafkaTransport(Connection, Topics, Producing, Consuming, Gauges, Transport
     producer_capabilities = Capability.TRANSACTIONS
     Options = KafkaOptions
     settings: Settings[KafkaOptions]
+    # An OpenMessaging Benchmark driver file's settings (harness run --omb-driver).
+    omb_driver = staticmethod(read_driver)
 
     @classmethod
     def confirms(cls, settings: Settings[KafkaOptions]) -> bool:
@@ -71,6 +80,10 @@ class KafkaTransport(Connection, Topics, Producing, Consuming, Gauges, Transport
             except (ValueError, KafkaException) as exc:
                 reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
                 out.append(("--client-config", reason))
+        try:
+            topic_config(o.topic_config)
+        except ValueError as exc:
+            out.append(("--topic-config", str(exc)))
         if o.idempotence and o.max_in_flight > 5:
             out.append(("--max-in-flight", "at most 5 with --idempotence"))
         if settings.transacted and not settings.sends_only:

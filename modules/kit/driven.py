@@ -85,7 +85,22 @@ class DrivenTransport(Reconnecting, NetworkTransport, ClientLoop):
             self.pending.append((handle, seq, time.monotonic_ns()))
         self.unwritten += 1
         if self.unwritten >= self.write_every and not self.dispatching:
-            self.flush()
+            try:
+                self.flush()
+            except TransportError as exc:
+                raise self.queued_failure(exc, handle, seq) from None
+
+    def queued_failure(self, exc: TransportError, handle: Any, seq: int) -> TransportError:
+        """What to raise for a failure in what a send does after it queued its message
+        (handle: its entry in pending, or None): that send's outcome is in the feedback,
+        awaiting the broker's word in pending (in doubt once the connection is lost) or in
+        doubt now (the library held it, and may have written it), never a failure counted
+        again. Raised from an except clause: a try costs a send nothing."""
+        if exc.reported:
+            return exc
+        if handle is None:
+            self.feedback.doubt.append((seq, f"queued, then the connection failed: {exc}"))
+        return TransportError(str(exc), exc.kind, reported=True)
 
     def idle(self, seconds: float) -> None:
         if self.pending and self.connected and not self.dispatching:

@@ -7,12 +7,15 @@ import asyncio
 import json
 import os
 import socket
+from functools import cache
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from harness.modules.interface.base import TransportError
+from harness.modules.kit.library import library
+
+# nats-py, imported at its first use (harness.modules.kit.library)
+nats = library("nats", "errors", "js", "js.errors", "js.api")
+api = library("nats.js.api")
 
 DEFAULT_PORT = 4222
 CONNECT_TIMEOUT_S = 5
@@ -20,8 +23,6 @@ CONNECT_TIMEOUT_S = 5
 PENDING_AT_CLOSE_S = 2.0
 CALL_TIMEOUT_S = 10.0  # stream and consumer management, fetch requests
 ACK_TIMEOUT_S = 10.0  # a JetStream publish not acknowledged by then is in doubt
-# What a publish's acknowledgement can end with that says nothing of the message: in doubt.
-IN_DOUBT = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.ConnectionClosedError)
 CLOSE_TIMEOUT_S = 10.0
 RECONNECT_WAIT_S = 0.5
 # nats-py's buffer for commands not yet written (its default, given explicitly). A core NATS
@@ -58,6 +59,13 @@ class _Resumed:
                     waiting = coroutine.send(None)
             except StopIteration as stop:
                 return stop.value
+
+
+@cache
+def in_doubt() -> tuple[type[BaseException], ...]:
+    """What a publish's acknowledgement can end with that says nothing of the message: in
+    doubt (asked at every acknowledgement: made once)."""
+    return (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.ConnectionClosedError)
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

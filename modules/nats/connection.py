@@ -9,9 +9,6 @@ import ssl
 import time
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.selector import MicrosecondSelector
@@ -23,8 +20,9 @@ from harness.modules.nats.common import (
     RECONNECT_WAIT_S,
     _reason,
     _require_tls,
+    nats,
 )
-from harness.modules.nats.options import NatsOptions
+from harness.modules.nats.options import NatsOptions, client_settings
 
 
 class Connection:
@@ -57,7 +55,7 @@ class Connection:
                 allow_reconnect=True, max_reconnect_attempts=-1,
                 reconnect_time_wait=RECONNECT_WAIT_S, error_cb=self._error,
                 disconnected_cb=self._disconnected, reconnected_cb=self._reconnected,
-                closed_cb=self._closed))
+                closed_cb=self._closed, **client_settings(o.client_config)))
         except (nats.errors.Error, OSError, TimeoutError) as exc:
             raise TransportError(f"cannot connect to {host}:{port}: {_reason(exc)}") from None
         self.connected = True
@@ -72,13 +70,15 @@ class Connection:
     def _credentials(self) -> dict[str, Any]:
         """nats-py's arguments for the one way the run authenticates (_auth_problems)."""
         s, o = self.settings, self.o
+        # nats-py asks a callable at each of its reconnections: a rotated file is read then.
+        secret = s.secret if s.password_file is not None else s.secret()
         if o.token:
-            return {"token": s.password}
+            return {"token": secret}
         if o.creds:
             return {"user_credentials": o.creds}
         if o.nkey:
             return {"nkeys_seed": o.nkey}
-        return {"user": s.user, "password": s.password}
+        return {"user": s.user, "password": secret}
 
     def _watch(self) -> None:
         """The liveness check (--heartbeat): a PING every heartbeat, the connection stale when

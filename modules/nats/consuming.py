@@ -6,16 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Destination, Message, unframe
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.turned import TurnedLoop
-from harness.modules.nats.common import NO_RESPONDERS, QUEUE_GROUP
+from harness.modules.nats.common import NO_RESPONDERS, QUEUE_GROUP, api, nats
 from harness.modules.nats.options import NatsOptions
-from nats.js import api
 
 
 class Consuming:

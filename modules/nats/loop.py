@@ -7,13 +7,10 @@ import asyncio
 import contextlib
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.turned import TurnedLoop
-from harness.modules.nats.common import CALL_TIMEOUT_S, _reason, _Resumed, _wake
+from harness.modules.nats.common import CALL_TIMEOUT_S, _reason, _Resumed, _wake, nats
 from harness.modules.nats.options import NatsOptions
 
 

@@ -6,17 +6,41 @@ from __future__ import annotations
 import importlib.util
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from harness.modules.interface.base import Capability
 from harness.modules.interface.options import HEARTBEAT_S, option
 from harness.modules.interface.settings import Settings
-from nats.js import api
+from harness.modules.kit.client_config import client_config_option, library_settings, parameters
+
+# nats-py's connect() arguments that a flag gives (--client-config refuses them, naming it) or
+# that the harness owns: its callbacks count outages, it allows reconnecting for ever, and it
+# times the first attempt itself.
+CLIENT_FLAGGED = {"servers": "--host/--port", "name": "--client-id", "tls": "--tls",
+                  "tls_hostname": "--tls", "user": "--user", "password": "--password",
+                  "token": "--token", "user_credentials": "--creds", "nkeys_seed": "--nkey",
+                  "nkeys_seed_str": "--nkey", "ping_interval": "--heartbeat",
+                  "max_outstanding_pings": "--heartbeat"}
+CLIENT_OWNED = ("error_cb", "disconnected_cb", "closed_cb", "discovered_server_cb",
+                "reconnected_cb", "lame_duck_mode_cb", "signature_cb", "user_jwt_cb",
+                "reconnect_to_server_handler", "allow_reconnect", "max_reconnect_attempts",
+                "reconnect_time_wait", "connect_timeout", "pending_size")
+
+
+@cache
+def client_settings(items: tuple[str, ...]) -> dict[str, Any]:
+    """--client-config as nats-py's connect() keyword arguments."""
+    from nats.aio.client import Client
+
+    return library_settings(items, parameters(Client.connect), "nats-py's connect()",
+                            CLIENT_FLAGGED, CLIENT_OWNED)
 
 
 @dataclass(frozen=True)
 class NatsOptions:
     heartbeat: float = option(HEARTBEAT_S, "", scope="connection", low=0)
+    client_config: tuple[str, ...] = client_config_option()
     jetstream: bool = option(False, "NATS JetStream: publish to a stream (acknowledged by the "
                              "server) and consume through JetStream consumers.")
     stream: str | None = option(None, "JetStream stream name, created if missing (default: "
@@ -49,8 +73,7 @@ def stream_name(subject: str) -> str:
     """A stream name from a subject: stream names take no dots, wildcards or spaces."""
     return "harness-" + re.sub(r"[^A-Za-z0-9_-]", "_", subject)
 STORAGES = ("file", "memory")
-RETENTIONS = {"limits": api.RetentionPolicy.LIMITS, "workqueue": api.RetentionPolicy.WORK_QUEUE,
-              "interest": api.RetentionPolicy.INTEREST}
+RETENTIONS = ("limits", "workqueue", "interest")  # nats-py's RetentionPolicy values
 ACK_MODES = ("auto", "client", "client-individual")
 
 # Properties travel as NATS headers, core and JetStream alike.

@@ -8,9 +8,6 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Destination, Message, frame
 from harness.modules.interface.settings import Settings
@@ -18,9 +15,10 @@ from harness.modules.kit.turned import TurnedLoop
 from harness.modules.nats.common import (
     ACK_TIMEOUT_S,
     BY_HAND_FIRST,
-    IN_DOUBT,
     PENDING_SIZE,
     _reason,
+    in_doubt,
+    nats,
 )
 from harness.modules.nats.options import NatsOptions
 
@@ -58,7 +56,7 @@ class Publishing:
         acks, feedback, stream = self.pending, self.feedback, self.send_stream
         while acks and acks[0][0].done():
             done, seq, sent = acks.popleft()
-            if done.cancelled() or isinstance(done.exception(), IN_DOUBT):
+            if done.cancelled() or isinstance(done.exception(), in_doubt()):
                 feedback.doubt.append((seq, "no publish acknowledgement (within "
                                        f"{ACK_TIMEOUT_S:g} s, or the connection was lost)"))
             elif done.exception() is not None:

@@ -6,15 +6,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import nats
-import nats.errors
-import nats.js.errors
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import Destination
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.turned import TurnedLoop
-from harness.modules.nats.options import RETENTIONS, NatsOptions, stream_name
-from nats.js import api
+from harness.modules.nats.common import api, nats
+from harness.modules.nats.options import NatsOptions, stream_name
 
 
 class Streams:
@@ -41,7 +38,7 @@ class Streams:
             try:
                 await self.js.add_stream(name=name, subjects=[subject],
                                          storage=api.StorageType(o.storage),
-                                         retention=RETENTIONS[o.retention])
+                                         retention=api.RetentionPolicy(o.retention))
             except nats.js.errors.BadRequestError:
                 # Another client made it since stream_info (the server has answered such a
                 # race "subjects overlap with an existing stream"): used as it is, as a stream

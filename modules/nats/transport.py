@@ -17,6 +17,7 @@ from harness.modules.interface.optional import (
     TemporaryQueues,
 )
 from harness.modules.interface.settings import Settings
+from harness.modules.kit.client_config import config_problems
 from harness.modules.kit.driven import DrivenTransport
 from harness.modules.kit.selector import MicrosecondSelector
 from harness.modules.kit.turned import TurnedLoop
@@ -40,6 +41,7 @@ from harness.modules.nats.options import (
     NatsOptions,
     _auth_problems,
     _subject_problems,
+    client_settings,
 )
 from harness.modules.nats.publishing import Publishing
 from harness.modules.nats.streams import Streams
@@ -77,6 +79,7 @@ class NatsTransport(Turning, Publishing, Connection, Streams, Consuming, DrivenT
                         "(wildcards * and >) instead"))
         out.extend(("-d", problem) for problem in _subject_problems(settings))
         out.extend(_auth_problems(settings))
+        out.extend(config_problems(o.client_config, client_settings))
         if o.stream and BAD_STREAM_NAME.search(o.stream):
             out.append(("--stream", f"{o.stream!r}: a stream name takes no '.', '*', '>', "
                         "'/', '\\' or white space"))
