@@ -517,6 +517,14 @@ def beside_a_killed_consumer(tmp_path: Path, victim: list[str], main: list[str]
     return json.loads((run_dir / "summary.json").read_text()), out
 
 
+def near(counts: list[int], rate: float, within: float) -> bool:
+    """Whether intervals' counts come to `rate` an interval over their span, to the fraction
+    `within`: a paced run held a moment by a busy machine sends what was due in the next
+    interval, so that one interval is short and the next over."""
+    expected = rate * len(counts)
+    return abs(sum(counts) - expected) <= within * expected
+
+
 def written(out: Path, pattern: str, seconds: float = 60) -> None:
     """Until a run under `out` has written an interval line matching pattern (read as it
     is written, a line at a time)."""

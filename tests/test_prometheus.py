@@ -10,6 +10,7 @@ import re
 import subprocess
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,24 @@ def every_transport(brokers: Any) -> dict[str, list[str]]:
     }
 
 
+def last_page(proc: subprocess.Popen[str], port: int, seconds: float = 60) -> bytes | None:
+    """The last page the run's endpoint served while measuring (its second interval or
+    later) before the run ended."""
+    page = None
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as got:
+                exposed = got.read()
+        except OSError:
+            time.sleep(0.1)
+            continue
+        if re.search(rb'^harness_interval\{[^}]*\} ([2-9]|\d\d)', exposed, re.M):
+            page = exposed
+        time.sleep(0.2)
+    return page
+
+
 def test_every_transports_endpoint_passes_promtool_while_its_roles_run(tmp_path: Path,
                                                                         brokers: Any) -> None:
     """`promtool check metrics` on the endpoint of a run of every transport's roles, read
@@ -220,20 +239,13 @@ def test_every_transports_endpoint_passes_promtool_while_its_roles_run(tmp_path:
             "run", *first, *groups[1:], "-rl", "8", "-ss", "1", "--metrics-port",
             str(ports[name]), "-o", str(tmp_path / name)), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, env=env(), cwd=tmp_path)
-    # Read until each run ends: the last page, served for a last scrape after the run, has
-    # every family the run had, and the measured span's figures.
-    pages: dict[str, bytes] = {}
-    deadline = time.monotonic() + 60
-    while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
-        for name, port in ports.items():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
-                    exposed = page.read()
-            except OSError:
-                continue
-            if re.search(rb'^harness_interval\{[^}]*\} ([2-9]|\d\d)', exposed, re.M):
-                pages[name] = exposed
-        time.sleep(0.3)
+    # Read until each run ends, each endpoint by a thread of its own: the last page, served
+    # for a last scrape after the run (for 5 s), has every family the run had, and the
+    # measured span's figures (one loop over the ten endpoints, beside Spark's load, took
+    # longer than that and missed a run's last page).
+    with ThreadPoolExecutor(len(procs)) as pool:
+        pages = {name: page for name, page in zip(procs, pool.map(
+            lambda name: last_page(procs[name], ports[name]), procs), strict=True) if page}
     for name, proc in procs.items():
         _, stderr = proc.communicate(timeout=90)
         assert proc.returncode == 0, (name, stderr[-3000:])

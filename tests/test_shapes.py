@@ -10,7 +10,7 @@ from harness.engine.pacing import Schedule
 from harness.plan.steps import RateStep, burst_share
 from harness.plan.worktime import WorkTime, parse_work_time
 from tests.browser import chart_pixels, chromium
-from tests.conftest import unique
+from tests.conftest import near, unique
 
 
 def counters(result, group):  # type: ignore[no-untyped-def]
@@ -88,8 +88,10 @@ def test_a_slow_consumer_on_rabbitmq_leaves_the_rest_in_the_queue_and_loses_noth
     # 200 a second over the measured span, to 1%: a message taken a little after an
     # interval's end counts in the next one (beside the suite's other tests: 197 then 203),
     # and one taken after the span's end in the drain (196, 200, 200).
-    assert abs(sum(measured) - 200 * len(measured)) <= 2 * len(measured), measured
-    assert all(abs(n - 200) <= 5 for n in measured), measured
+    # Each interval within a tenth of it: taken at the rate asked, not in bursts as the
+    # queue allows (190 beside the suite's load, made up in the next).
+    assert near(measured, 200, 0.01), measured
+    assert all(abs(n - 200) <= 20 for n in measured), measured
     delivery = result.summary["delivery"][0]
     assert delivery["expected"] == delivery["received"] == 1200
     assert delivery["missing"] == delivery["duplicated"] == 0

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -98,14 +99,14 @@ def test_the_merge_script_submitted_to_a_pyspark_only_cluster_merges_as_harness_
         cluster, brokers, tmp_path):
     master, _, pkg, spark_env, _ = cluster
     topic = f"submit{time.time_ns()}"
-    inputs = [
-        *two_nodes(tmp_path, "loopback", "loopback.Sender -d Q", "-m loopback.Receiver -d Q"),
-        *two_nodes(tmp_path, "mqtt", f"mqtt.Publisher -d {topic}",
-                   f"-m mqtt.Subscriber -d {topic}"),
-        *two_nodes(tmp_path, "amqp", f"amqp.Sender -d {topic}", f"-m amqp.Receiver -d {topic}"),
-        *two_nodes(tmp_path, "kafka", f"kafka.Sender -d {topic}",
-                   f"-m kafka.Receiver -d {topic} --port 9092", "--port", "9092"),
-    ]
+    # The four runs at once: each is two nodes of 2 s at 100 a second, mostly waiting.
+    runs = [("loopback", "loopback.Sender -d Q", "-m loopback.Receiver -d Q"),
+            ("mqtt", f"mqtt.Publisher -d {topic}", f"-m mqtt.Subscriber -d {topic}"),
+            ("amqp", f"amqp.Sender -d {topic}", f"-m amqp.Receiver -d {topic}"),
+            ("kafka", f"kafka.Sender -d {topic}", f"-m kafka.Receiver -d {topic} --port 9092",
+             "--port", "9092")]
+    with ThreadPoolExecutor(len(runs)) as pool:
+        inputs = [d for dirs in pool.map(lambda r: two_nodes(tmp_path, *r), runs) for d in dirs]
     # The docstring's command, from the checkout's root (whose harness/ folder is the source
     # tree's), the package where `harness package --spark pkg` wrote it.
     command = docstring_command().replace("pkg/", f"{pkg}/").replace(

@@ -20,7 +20,7 @@ from harness.screen.app import COLUMNS, RunApp
 from harness.screen.live import LiveFeed
 from harness.screen.replay import ReplayFeed
 from harness.units import format_us
-from tests.conftest import read_jsonl
+from tests.conftest import near, read_jsonl
 
 SIZE = (160, 48)
 
@@ -98,11 +98,13 @@ def test_rate_keys_and_added_threads_reach_the_workers(tmp_path: Path) -> None:
 
     feed, result, _ = live(spec(tmp_path, sender(200), receiver()), scenario)
     sent = sent_per_interval(result.run_dir, "sender")
-    # One interval of slack after each key for the change to land mid-interval.
+    # One interval of slack after each key for the change to land mid-interval. Judged over
+    # each span, to 2% (the two rates asked are 10% apart): a paced sender held a moment by
+    # a busy machine sends what was due in the next interval, one interval short, one over.
     after_rate = sent[marks["rate"] + 1:marks["thread"]]
-    after_thread = sent[marks["thread"] + 1:]
-    assert after_rate and all(abs(n - 242) <= 5 for n in after_rate), (sent, marks)
-    assert after_thread and all(abs(n - 484) <= 8 for n in after_thread[:-1]), (sent, marks)
+    after_thread = sent[marks["thread"] + 1:-1]
+    assert len(after_rate) >= 2 and near(after_rate, 242, 0.02), (sent, marks)
+    assert len(after_thread) >= 2 and near(after_thread, 484, 0.02), (sent, marks)
     events = result.run_dir.joinpath("manifest.json").read_text()
     assert '"set_rate"' in events and '"add_thread"' in events
     manifest = json.loads(events)
@@ -123,7 +125,7 @@ def test_pause_holds_the_producers_and_resumes_without_a_burst(tmp_path: Path) -
         assert "paused" in str(app.query_one("#top", Static).render())
         await pilot.press("p")
         marks["resumed"] = feed.board.intervals
-        await wait_intervals(pilot, feed, 3)
+        await wait_intervals(pilot, feed, 4)
         await pilot.press("q")
 
     _, result, app = live(spec(tmp_path, sender(300), receiver()), scenario)
@@ -131,8 +133,11 @@ def test_pause_holds_the_producers_and_resumes_without_a_burst(tmp_path: Path) -
     held = sent[marks["paused"] + 1:marks["resumed"]]
     resumed = sent[marks["resumed"] + 1:-1]
     assert held and all(n == 0 for n in held), (sent, marks)
-    # The schedule restarts from the resume: no catch-up burst of the messages not sent.
-    assert resumed and all(abs(n - 300) <= 6 for n in resumed), (sent, marks)
+    # The schedule restarts from the resume: no catch-up burst of the messages not sent (900
+    # of them, three intervals' worth), the span at 300 a second to 2%, no interval a third
+    # over it.
+    assert len(resumed) >= 2 and near(resumed, 300, 0.02), (sent, marks)
+    assert max(resumed) < 400, (sent, marks)
     assert "producers paused" in log_text(app) and "producers resumed" in log_text(app)
 
 
