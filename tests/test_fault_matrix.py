@@ -413,15 +413,16 @@ HEAL_AFTER_S = 4  # a transient partition: shorter than the liveness check takes
 HEARTBEAT_S = 3.0  # the transports' default --heartbeat
 
 
-def partition_waves() -> list[list[tuple[type[Private], list[Case]]]]:
+def partition_waves() -> list[list[tuple[str, list[Case]]]]:
     """The servers whose cases run at once, with those cases: a dozen runs or fewer, two
     processes each, on two cores. RabbitMQ's seven cases in two waves: fourteen runs against
     one node beside a Spark test held its confirms and receipts for seconds at a time."""
-    servers = {server_class.name: (server_class, cases) for server_class, cases in CRASHES}
-    rabbit, cases = servers["rabbitmq-server"]
-    return [[servers["nats-server"]],
-            [servers[name] for name in ("redis-server", "mosquitto", "nginx", "tansu")],
-            [(rabbit, cases[:4])], [(rabbit, cases[4:]), servers["activemq"]]]
+    cases = {server_class.name: cases for server_class, cases in CRASHES}
+    rabbit = cases["rabbitmq-server"]
+    return [[("nats-server", cases["nats-server"])],
+            [(name, cases[name]) for name in ("redis-server", "mosquitto", "nginx", "tansu")],
+            [("rabbitmq-server", rabbit[:4])],
+            [("rabbitmq-server", rabbit[4:]), ("activemq", cases["activemq"])]]
 
 
 def partition_problems(row: dict[str, Any], healed: bool, took: float) -> list[str]:
@@ -487,20 +488,18 @@ def found_down(row: dict[str, Any]) -> str:
     return f"{min(starts) - row['parted']:.0f}" if starts else "never"
 
 
-def through_partitions(tmp_path: Path, address: ServerAddress, server_class: type[Private],
+def through_partitions(tmp_path: Path, address: ServerAddress, server: Private,
                        cases: list[Case]) -> list[dict[str, Any]]:
-    """One private server, each case run twice side by side, each run on a host of its own:
-    one partitioned for a few seconds, one for good."""
+    """On one private server (started), each case run twice side by side, each run on a host
+    of its own: one partitioned for a few seconds, one for good."""
     # At half the rate of the other faults: twice the runs at once. A JetStream delivery
     # lost with its connection comes again after the consumer's ack wait (30 s by default):
     # within the drain here.
     cases = [dataclasses.replace(case, rate=case.rate // 2, consumer=case.consumer + (
         " --ack-wait 5" if "--jetstream" in case.consumer else "")) for case in cases]
-    server = server_class(tmp_path / f"{server_class.name}-partition", host=address.host)
     islands: list[Island] = []
     procs: list[tuple[Case, bool, Island, subprocess.Popen[str], Path, float]] = []
     try:
-        server.start()
         for case in cases:
             for healed in (True, False):
                 island = Island()
@@ -533,21 +532,30 @@ def through_partitions(tmp_path: Path, address: ServerAddress, server_class: typ
             rows.append(row)
         return rows
     finally:
-        server.stop()
         for island in islands:
             island.close()
 
 
 def test_every_transport_rides_out_a_partition(tmp_path: Path, brokers: Any) -> None:
     address = ServerAddress()
+    servers = {server_class.name: server_class(tmp_path / f"{server_class.name}-partition",
+                                               host=address.host)
+               for server_class, _ in CRASHES}
     rows: list[dict[str, Any]] = []
     try:
+        # Every server started at once before the first wave, so that no wave waits for its
+        # servers' start (RabbitMQ's and ActiveMQ's take seconds), and RabbitMQ's two waves
+        # share one node.
+        with ThreadPoolExecutor(len(servers)) as pool:
+            list(pool.map(lambda server: server.start(), servers.values()))
         for wave in partition_waves():
             with ThreadPoolExecutor(len(wave)) as pool:
-                made = list(pool.map(
-                    lambda crash: through_partitions(tmp_path, address, *crash), wave))
+                made = list(pool.map(lambda cases: through_partitions(
+                    tmp_path, address, servers[cases[0]], cases[1]), wave))
             rows += [row for rows_ in made for row in rows_]
     finally:
+        for server in servers.values():
+            server.stop()
         address.close()
     def cells(row: dict[str, Any]) -> list[Any]:
         p = row.get("producer", {})

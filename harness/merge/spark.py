@@ -203,7 +203,11 @@ def _merge_run(spark: Any, layout: RunLayout, output: str, number: int, jsonl: b
 
     sc = spark.sparkContext
     size = sum(m["_bytes"] for m in layout.nodes)
-    layout.cut(max(4 * sc.defaultParallelism, size // PARTITION_BYTES))
+    # Four partitions a core balance a large input's uneven slots; under a partition's worth
+    # of bytes each core's one partition is done in moments, and every further task of each
+    # of the merge's stages is a fixed cost.
+    spread = 4 if size >= PARTITION_BYTES else 1
+    layout.cut(max(spread * sc.defaultParallelism, size // PARTITION_BYTES))
     shipped = sc.broadcast(layout)
     parts = {"hlog": _join(output, f"_parts/hlog-{number}"),
              "jsonl": _join(output, "_parts/jsonl") if jsonl else None}

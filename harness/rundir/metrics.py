@@ -28,6 +28,7 @@ interval's figures, never half of two."""
 from __future__ import annotations
 
 import bisect
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -79,6 +80,11 @@ class Metrics(Sink, Collector):
         self.scrapes = 0  # collections: scrapes and pushes
         self.pushes = 0
         self.updated = 0  # scrapes seen when the figures last changed
+        # The highest scrape whose page has been written out whole: a scrape counted when
+        # collected was still being sent when the run ended and its process exited, and the
+        # scraper lost the final figures.
+        self.served = 0
+        self.scraping = threading.local()  # the scrape a request thread collected
         self.push_failed = False
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -92,10 +98,18 @@ class Metrics(Sink, Collector):
                 from harness.errors import BadInput
                 raise BadInput("--metrics-port", f"cannot listen on {run.metrics_host}:"
                                f"{run.metrics_port}: {exc.strerror or exc}") from None
+            serve = self.server.finish_request
+
+            def finish_request(request: Any, address: Any) -> None:
+                serve(request, address)  # the page collected, written and flushed
+                self.served = max(self.served, getattr(self.scraping, "number", 0))
+
+            self.server.finish_request = finish_request
 
     # -- prometheus-client's side
     def collect(self) -> Iterator[Metric]:
         self.scrapes += 1
+        self.scraping.number = self.scrapes
         return iter(self.families)
 
     def describe(self) -> Iterator[Metric]:
@@ -255,5 +269,5 @@ class Metrics(Sink, Collector):
         if self.server is None or self.scrapes == self.pushes:
             return
         deadline = time.monotonic() + LAST_SCRAPE_S
-        while self.scrapes <= self.updated and time.monotonic() < deadline:
+        while self.served <= self.updated and time.monotonic() < deadline:
             time.sleep(0.05)
