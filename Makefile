@@ -10,7 +10,7 @@ test:
 # a time but for the tests that time the machine.
 test-quick:
 	bash contrib/setup/venv.sh
-	.venv/bin/python -m pytest -q -n 2 -m "not servers and not spark and not slow and not browser and not alone"
+	.venv/bin/python -m pytest -q -n 3 -m "not servers and not spark and not slow and not browser and not alone"
 	.venv/bin/python -m pytest -q -m "alone and not servers and not spark and not slow and not browser"
 
 bench:
