@@ -208,9 +208,11 @@ def every_transport(brokers: Any) -> dict[str, list[str]]:
     }
 
 
-def last_page(proc: subprocess.Popen[str], port: int, seconds: float = 60) -> bytes | None:
+def last_page(proc: subprocess.Popen[str], port: int, seconds: float = 180) -> bytes | None:
     """The last page the run's endpoint served while measuring (its second interval or
-    later) before the run ended."""
+    later) before the run ended. Ten runs started at once beside Spark took 83 s: a minute's
+    wait gave up before the slowest run's last page (the loopback run's, three suite runs
+    of three)."""
     page = None
     deadline = time.monotonic() + seconds
     while proc.poll() is None and time.monotonic() < deadline:

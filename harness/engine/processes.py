@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
-import multiprocessing.context
 import os
 import queue
 import signal
@@ -19,7 +18,6 @@ from typing import Any
 
 from harness.engine.cell import Cell, CellPlan
 from harness.errors import StartFailure
-from harness.modules import TRANSPORTS
 from harness.stats.reports import DoneReport, Report
 
 READY_TIMEOUT_S = 120.0
@@ -114,25 +112,11 @@ def _child_main(plan: CellPlan, conn: Connection) -> None:
     cell.join(None)
 
 
-def _context(plan: CellPlan) -> multiprocessing.context.BaseContext:
-    """Children forked from one server process that imported the cell's code and the run's
-    transports once (the first child starts it), where a spawned child imported them again,
-    each child of each run. Never a fork of the controller itself, whose threads (the
-    screen's, the readers') may hold locks that a forked child would inherit held."""
-    context = multiprocessing.get_context("forkserver")
-    entries = {TRANSPORTS[plan.run.groups[g].transport].path.partition(":")[0]
-               for g in plan.group_indexes}
-    # Read only when the server starts: a later run of this process (a sweep's next point)
-    # imports what it adds in its children.
-    context.set_forkserver_preload([__name__, *sorted(entries)])
-    return context
-
-
 class ChildCell:
     def __init__(self, plan: CellPlan, reports: queue.Queue[Report]) -> None:
         self.plan = plan
         self.reports = reports
-        context = _context(plan)
+        context = multiprocessing.get_context("spawn")
         self.conn, child_conn = context.Pipe()
         self.process = context.Process(target=_child_main, args=(plan, child_conn),
                                        name=f"harness-cell-{plan.process_index}", daemon=True)
