@@ -161,7 +161,9 @@ def test_a_node_cut_off_from_the_driver_is_lost_in_bounded_time_and_the_other_go
             for node in {r["node"] for r in rows}}
     assert len(last) == 2, last
     # The lost node's intervals until the silence are kept; the other's run to the end.
-    assert 3 <= last[gone] < found + 2, last
+    # Held once the proxy had read the fourth interval's report, which it may not yet have
+    # passed on (the third, index 2, was the last to reach the driver once here).
+    assert 2 <= last[gone] < found + 2, last
     assert max(v for k, v in last.items() if k != gone) >= 23, last
     assert "Summary" in rest
 
