@@ -32,7 +32,10 @@ def test_a_consumer_at_500_behind_a_producer_at_1000_builds_500_a_second(harness
             if r["phase"] != "drain"}
     received = {r["interval"]: r["received"] for r in counters(result, "receiver")
                 if r["phase"] != "drain"}
-    assert list(sent.values()) == [1000] * 4
+    # Paced at 1,000 a second: the span to 1%, each interval within 5% (beside another
+    # test's load an interval's last few may fall into the next, or after the stop).
+    assert len(sent) == 4 and near(list(sent.values()), 1000, 0.01), sent
+    assert all(abs(n - 1000) <= 50 for n in sent.values()), sent
     # To within the message on either side of a boundary, on a quiet machine; beside
     # another test's load the thread may be held up a few tens of milliseconds, and its
     # schedule (not its wake-ups) sets what it takes: it catches up.
@@ -46,7 +49,7 @@ def test_a_consumer_at_500_behind_a_producer_at_1000_builds_500_a_second(harness
     receiver = result.summary["groups"]["receiver"]
     assert receiver["latency"]["p50"] > 1_000_000
     delivery = result.summary["delivery"][0]
-    assert delivery["expected"] == delivery["received"] == 4000
+    assert delivery["expected"] == delivery["received"] >= 3960
     assert delivery["missing"] == delivery["duplicated"] == 0
     # A slow consumer's backlog lifts nothing: no warm-up note.
     assert "warmup_backlog" not in result.summary

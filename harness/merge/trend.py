@@ -11,19 +11,28 @@ from typing import Any, NamedTuple
 
 from harness.errors import BadInput
 from harness.merge.report import STYLE, _ms, _table, chart
+from harness.units import format_us
 
 
 class Figure(NamedTuple):
     field: str  # the index's (harness.rundir.index.RunEntry) field
     label: str  # the axis's
     scale: float  # the field's value times this is drawn
-    reads: Callable[[float], str]  # a drawn value, as the axis and the table show it
+    reads: Callable[[float], str]  # a drawn value, as the axis shows it
+    # The field's own value, as the table shows it: from the field, not the drawn value, so
+    # that the page reads as `harness runs` does (6975us times 1e-3 is 6.9750000000000005 ms).
+    cell: Callable[[float], str]
+
+
+def _count(places: int) -> Callable[[float], str]:
+    return lambda v: f"{v:,.{places}f}"
 
 
 FIGURES = {
-    "rate": Figure("rate", "msgs/s sent (the producers', summed)", 1.0, lambda v: f"{v:,.1f}"),
-    "p99": Figure("p99_us", "p99 latency, ms (the highest of the run's groups)", 1e-3, _ms),
-    "lost": Figure("lost", "messages lost", 1.0, lambda v: f"{v:,.0f}"),
+    "rate": Figure("rate", "msgs/s sent (the producers', summed)", 1.0, _count(1), _count(1)),
+    "p99": Figure("p99_us", "p99 latency, ms (the highest of the run's groups)", 1e-3, _ms,
+                  format_us),
+    "lost": Figure("lost", "messages lost", 1.0, _count(0), _count(0)),
 }
 
 
@@ -57,7 +66,7 @@ def render_trend(rows: list[dict[str, Any]], figure: str, title: str) -> str:
                    y_format=drawn.reads, x_ticks=ticks, x_label="run start"),
              _table(["start", "name", "modules", "status", figure, "path"],
                     [[r["start"], r["name"], ", ".join(r["modules"]), r["status"],
-                      drawn.reads(r[drawn.field] * drawn.scale), r["path"]]
+                      drawn.cell(r[drawn.field]), r["path"]]
                      for r in points])]
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>"
