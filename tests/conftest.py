@@ -58,6 +58,34 @@ PAIRED_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distribute
                 "test_every_accepted_option_shows_on_the_wire",
                 # ten runs at once, read by promtool: nothing timed but their pages' seconds
                 "test_every_transports_endpoint_passes_promtool_while_its_roles_run"}
+# The whole suite's parallel parts hand out tests a few at a time, these first, longest
+# first (the times of a whole-suite run here), so that the workers end together: the paired
+# part by module took 855 s for 733 s a worker of tests (the fault matrix's 385 s on one
+# worker), and a long test handed out last keeps one worker going alone. By test name, or by
+# module where its tests go as one piece (PAIRED_WHOLE).
+LONGEST_FIRST = (
+    # paired
+    "test_every_transport_rides_out_a_partition", "test_spark_submit",
+    "test_every_accepted_option_shows_on_the_wire",
+    "test_every_transport_rides_out_a_crash_of_its_server", "test_merge",
+    "test_every_transport_rides_out_a_cut_connection", "test_install",
+    # the rest
+    "test_the_base_search_finds_the_highest_passing_base",
+    "test_a_run_and_its_replay_hold_the_same_memory_for_100_and_1000_intervals",
+    "test_the_benchmark_runs_at_a_tiny_size[kafka.py]",
+    "test_a_search_finds_the_knee_of_a_simulated_broker",
+    "test_a_client_certificate_logs_in_on_every_rabbitmq_protocol",
+    "test_the_benchmark_runs_at_a_tiny_size[transports.py]",
+    "test_a_redis_groups_lag_and_a_stream_readers_unread_entries",
+    "test_runs_are_listed_newest_first_filtered_and_as_scripts_read_them",
+    "test_the_benchmark_runs_at_a_tiny_size[merge.py]",
+    "test_jetstream_redelivers_what_a_killed_consumer_held_and_counts_it",
+    "test_a_killed_consumers_pending_messages_are_claimed_and_counted",
+    "test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words",
+    "test_a_run_started_with_serve_opens_its_own_page")
+# The paired modules whose tests run on one worker, as one piece: they share a module
+# fixture that is slow to make (a Spark session, a standalone cluster, the built wheel).
+PAIRED_WHOLE = {"test_merge", "test_spark_submit", "test_install"}
 # Pages rendered in headless Chromium, which the suite's set-up installs: out of the quick
 # tier, which installs nothing.
 BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chromium",
@@ -155,6 +183,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.alone)
         elif module in PAIRED_MODULES:
             item.add_marker(pytest.mark.paired)
+        if module in PAIRED_WHOLE:
+            item.add_marker(pytest.mark.xdist_group(module))
+
+    def first(item: pytest.Item) -> int:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        for place, name in enumerate(LONGEST_FIRST):
+            if name in (item.name, item.originalname, module):
+                return place
+        return len(LONGEST_FIRST)
+
+    items.sort(key=first)  # stable: the rest keep their order
 
 
 @dataclass

@@ -24,11 +24,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 .venv/bin/ruff check harness modules contrib tests
 # The tests that time the machine (marked alone in tests/conftest.py) run one after another;
-# those that load all of it (marked paired) two at a time, a module to a worker
-# (pytest-xdist), with nothing else beside them (three Spark tests at once thrash the two
-# cores); the rest three at a time, which wait on brokers and paced runs more than they
-# compute (four at a time was faster, and made paced runs miss their rates). Exit 5 (nothing
-# selected, where the arguments name tests of one kind only) is no failure.
+# those that load all of it (marked paired) two at a time, beside nothing else (three Spark
+# tests at once thrash the two cores); the rest three at a time, which wait on brokers and
+# paced runs more than they compute (four at a time was faster, and made paced runs miss
+# their rates). Both parallel parts hand out a test or two at a time, the longest first, the
+# tests that share a slow module fixture together (pytest-xdist; conftest.py's
+# LONGEST_FIRST). Exit 5 (nothing selected, where the arguments name tests of one kind only)
+# is no failure.
 status=0
 part() {
     local code=0
@@ -37,6 +39,6 @@ part() {
     [ "$code" -le "$status" ] || status=$code
 }
 part -m alone "$@"
-part -m paired -n 2 --dist loadfile "$@"
-part -m "not alone and not paired" -n 3 "$@"
+part -m paired -n 2 --dist loadgroup --no-loadscope-reorder "$@"
+part -m "not alone and not paired" -n 3 --maxschedchunk 2 "$@"
 exit "$status"
