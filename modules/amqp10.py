@@ -28,20 +28,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
-import proton
-import proton.handlers
-import proton.reactor
-import proton.utils
 from harness.modules.interface.base import Capability, TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header
 from harness.modules.interface.optional import Acknowledgements, Declarations, TemporaryQueues
 from harness.modules.interface.options import HEARTBEAT_S, cert_login_problems, option
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.driven import DrivenTransport
+from harness.modules.kit.library import library
 
 from harness.clock import now_ns
+
+proton = library("proton", "handlers", "reactor", "utils")
 
 DEFAULT_PORT = 5672
 CONNECT_TIMEOUT_S = 10.0
@@ -81,34 +82,42 @@ class Amqp10Options:
                          scope="connection")
 
 
-class _Capability(proton.reactor.LinkOption):
-    """Tells Artemis whether an address is a queue (anycast) or a topic (multicast)."""
+@cache
+def _links() -> Any:
+    """proton's classes made ours, once proton is imported: at a link's first use, not at the
+    transport's import."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
+    class LinkCapability(proton.reactor.LinkOption):
+        """Tells Artemis whether an address is a queue (anycast) or a topic (multicast)."""
 
-    def apply(self, link: Any) -> None:
-        terminus = link.source if link.is_receiver else link.target
-        terminus.capabilities.put_object(proton.symbol(self.kind))
+        def __init__(self, kind: str) -> None:
+            self.kind = kind
 
+        def apply(self, link: Any) -> None:
+            terminus = link.source if link.is_receiver else link.target
+            terminus.capabilities.put_object(proton.symbol(self.kind))
 
-class _Inbound(proton.handlers.MessagingHandler):
-    """Runs inside Container.process on the worker thread: each message goes straight to
-    the measurement (or the inbox). Proton's own blocking receiver wakes its caller once per
-    message, a thread hand-off each."""
+    class Inbound(proton.handlers.MessagingHandler):
+        """Runs inside Container.process on the worker thread: each message goes straight to
+        the measurement (or the inbox). Proton's own blocking receiver wakes its caller once per
+        message, a thread hand-off each."""
 
-    def __init__(self, transport: Amqp10Transport, credit: int) -> None:
-        super().__init__(prefetch=credit, auto_accept=False)
-        self.transport = transport
+        def __init__(self, transport: Amqp10Transport, credit: int) -> None:
+            super().__init__(prefetch=credit, auto_accept=False)
+            self.transport = transport
 
-    def on_message(self, event: Any) -> None:
-        transport = self.transport
-        transport.arrivals += 1
-        transport.dispatching = True
-        try:
-            transport.arrived((event.message, event.delivery))
-        finally:
-            transport.dispatching = False
+        def on_message(self, event: Any) -> None:
+            transport = self.transport
+            transport.arrivals += 1
+            transport.dispatching = True
+            try:
+                transport.arrived((event.message, event.delivery))
+            finally:
+                transport.dispatching = False
+
+    states = {proton.Delivery.REJECTED: "rejected", proton.Delivery.RELEASED: "released",
+              proton.Delivery.MODIFIED: "modified"}
+    return SimpleNamespace(Capability=LinkCapability, Inbound=Inbound, states=states)
 
 
 class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, TemporaryQueues):
@@ -262,7 +271,7 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         else:
             options.append(proton.reactor.AtLeastOnce())
         if self.flavour == "artemis" and kind in ("queue", "topic"):
-            options.append(_Capability(kind))
+            options.append(_links().Capability(kind))
         return options
 
     def _sender(self, destination: Destination) -> Any:
@@ -347,7 +356,7 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
                              proton.Delivery.MODIFIED):
                     condition = getattr(delivery.remote_condition, "description", None)
                     self.feedback.failed.append(
-                        (seq, "settle", f"the broker {_STATES.get(state, 'refused')} the "
+                        (seq, "settle", f"the broker {_links().states.get(state, 'refused')} the "
                          f"message{': ' + condition if condition else ''}"))
                 elif self.timed:
                     self.feedback.confirm_us.append((at - sent) // 1000)
@@ -393,7 +402,7 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         try:
             self.receiver = self.conn.create_receiver(
                 address, credit=credit, dynamic=dynamic, name=name, options=options,
-                handler=_Inbound(self, credit))
+                handler=_links().Inbound(self, credit))
         except (proton.ProtonException, OSError) as exc:
             raise TransportError(f"cannot receive from {address or 'a temporary queue'}: "
                                  f"{_reason(exc)}") from None
@@ -482,10 +491,6 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         self._lose_pending("closed before the broker settled the send")
         self.connected = False
         self._drop()
-
-
-_STATES = {proton.Delivery.REJECTED: "rejected", proton.Delivery.RELEASED: "released",
-           proton.Delivery.MODIFIED: "modified"}
 
 
 def _reason(exc: BaseException) -> str:

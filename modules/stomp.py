@@ -348,7 +348,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         if self.transaction_open:
             # A transaction of the new connection's, so that no send goes out of one; what
             # the old one held is gone.
-            self.transaction = self.conn.begin()
+            self.transaction = self._begun()
             raise TransportError("the connection was lost, the transaction with it",
                                  kind=ROLLED_BACK)
 
@@ -531,7 +531,17 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             if exc.kind != ROLLED_BACK:
                 raise
             return  # begun on the new connection; nothing was sent in the old one since
-        self.transaction = self.conn.begin()
+        self.transaction = self._begun()
+
+    def _begun(self) -> str:
+        """A transaction begun: a socket lost under the BEGIN is the connection lost (the
+        thread's next send begins one again), not the thread's end."""
+        try:
+            return self.conn.begin()
+        except (stomp.exception.StompException, OSError) as exc:
+            self.connected = False
+            self.outages.went_down()
+            raise TransportError(f"begin failed: {exc or type(exc).__name__}") from None
 
     def commit(self) -> None:
         transaction, self.transaction = self.transaction, None
@@ -561,7 +571,12 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
     def abort(self) -> None:
         transaction, self.transaction = self.transaction, None
         if transaction is not None and self.connected:
-            self.conn.abort(transaction)
+            try:
+                self.conn.abort(transaction)
+            except (stomp.exception.StompException, OSError) as exc:
+                self.connected = False
+                self.outages.went_down()
+                raise TransportError(f"abort failed: {exc or type(exc).__name__}") from None
 
     def close(self) -> None:
         conn, self.conn = self.conn, None

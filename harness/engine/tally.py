@@ -119,7 +119,13 @@ class Tally:
             self.call_failed("commit", exc)
             if sent and not exc.reported:
                 self.uncommitted(sent, exc)
+        self.begin()
+
+    def begin(self) -> None:
+        """Begin a transaction; a failure is counted as commit's is, and the thread goes on
+        (the transport begins one again before its next send)."""
+        assert self.transactions is not None
         try:
-            transactions.begin()
+            self.transactions.begin()
         except TransportError as exc:
             self.call_failed("begin", exc)

@@ -187,7 +187,7 @@ class Worker(Paced, Tally, threading.Thread, ABC):
                                 else "consuming"):
                 self.up = True
                 if self.transactions is not None and self.group.transacted:
-                    self.transactions.begin()
+                    self.begin()
                 self.work()
         except Exception as exc:  # a bug or an unexpected client failure: report, never hang
             self.failure = f"{type(exc).__name__}: {exc}"

@@ -7,36 +7,21 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
-import pika
-import pika.exceptions
-import pika.heartbeat
+from harness.modules.kit.library import library
 from harness.modules.kit.selector import MicrosecondEpoll
-from pika.adapters.select_connection import EPollPoller, IOLoop
-from pika.adapters.utils.connection_workflow import (
-    AMQPConnectionWorkflowFailed,
-    AMQPConnectorPhaseErrorBase,
-)
+
+# Imported at its first use (the transport's import is every command's: the option table).
+pika = library("pika", "exceptions", "heartbeat", "credentials", "spec",
+               "adapters.select_connection", "adapters.utils.connection_workflow")
 
 # pika logs every failed connection attempt and channel error itself; the harness reports
 # each failure once, in its own words.
 logging.getLogger("pika").setLevel(logging.CRITICAL)
 
 
-
-class _PromptHeartbeat(pika.heartbeat.HeartbeatChecker):
-    """The broker's silence checked every heartbeat timeout, as the AMQP 0-9-1 specification
-    has it (two of the broker's heartbeats missed), not every timeout + 5 s as pika does,
-    which at --heartbeat 3 finds a partition only 8 to 16 s after it."""
-
-    def _start_check_timer(self) -> None:
-        self._check_interval = self._timeout
-        super()._start_check_timer()
-
-
-# pika makes its checker through the module's attribute, at each connection.
-pika.heartbeat.HeartbeatChecker = _PromptHeartbeat  # type: ignore[misc]
 
 DEFAULT_PORT = 5672
 ACCESS_REFUSED = 403  # AMQP 0-9-1's reply code for what the user's permissions forbid
@@ -75,21 +60,40 @@ def _poller_fd(conn: Any) -> int:
     return poll.fileno() if poll is not None else -1
 
 
-class _Poller(EPollPoller):
-    @staticmethod
-    def _create_poller() -> MicrosecondEpoll:
-        return MicrosecondEpoll()
+@cache
+def exact_ioloop() -> type:
+    """pika made ours, once, before the first connection: its heartbeat checker as the
+    specification has it, and the class of its IOLoop waiting to the microsecond."""
+    loops = pika.adapters.select_connection
 
+    class PromptHeartbeat(pika.heartbeat.HeartbeatChecker):
+        """The broker's silence checked every heartbeat timeout, as the AMQP 0-9-1
+        specification has it (two of the broker's heartbeats missed), not every timeout + 5 s
+        as pika does, which at --heartbeat 3 finds a partition only 8 to 16 s after it."""
 
-class _IOLoop(IOLoop):
-    """pika's IOLoop waiting to the microsecond (harness.modules.kit.selector), for a producer
-    with confirms. pika has no public way to give its poller; these two hooks are the ones
-    its own pollers use."""
+        def _start_check_timer(self) -> None:
+            self._check_interval = self._timeout
+            super()._start_check_timer()
 
-    @staticmethod
-    def _get_poller(get_wait_seconds: Callable[[], float | None],
-                    process_timeouts: Callable[[], None]) -> EPollPoller:
-        return _Poller(get_wait_seconds, process_timeouts)
+    # pika makes its checker through the module's attribute, at each connection.
+    pika.heartbeat.HeartbeatChecker = PromptHeartbeat
+
+    class Poller(loops.EPollPoller):
+        @staticmethod
+        def _create_poller() -> MicrosecondEpoll:
+            return MicrosecondEpoll()
+
+    class ExactIOLoop(loops.IOLoop):
+        """pika's IOLoop waiting to the microsecond (harness.modules.kit.selector), for a
+        producer with confirms. pika has no public way to give its poller; these two hooks
+        are the ones its own pollers use."""
+
+        @staticmethod
+        def _get_poller(get_wait_seconds: Callable[[], float | None],
+                        process_timeouts: Callable[[], None]) -> Any:
+            return Poller(get_wait_seconds, process_timeouts)
+
+    return ExactIOLoop
 
 
 BROKER_EXCHANGES = {"amq.direct": "direct", "amq.topic": "topic", "amq.fanout": "fanout",
@@ -105,9 +109,10 @@ def _reason(exc: Any) -> str:
         return f"{exc.reply_code} {exc.reply_text}"
     # pika's connection workflow wraps the cause (a refused socket, a certificate that does
     # not verify) in an exception per attempt, each wrapping the phase's own.
-    if isinstance(exc, AMQPConnectionWorkflowFailed) and exc.exceptions:
+    workflow = pika.adapters.utils.connection_workflow
+    if isinstance(exc, workflow.AMQPConnectionWorkflowFailed) and exc.exceptions:
         return _reason(exc.exceptions[-1])
-    if isinstance(exc, AMQPConnectorPhaseErrorBase) and exc.exception is not None:
+    if isinstance(exc, workflow.AMQPConnectorPhaseErrorBase) and exc.exception is not None:
         return _reason(exc.exception)
     if isinstance(exc, pika.exceptions.AMQPConnectionError) and exc.args:
         inner = exc.args[0]

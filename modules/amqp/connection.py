@@ -9,17 +9,12 @@ import ssl
 import time
 from typing import Any
 
-import pika
-import pika.credentials
-import pika.exceptions
-import pika.heartbeat
-from harness.modules.amqp.common import ACCESS_REFUSED, DEFAULT_PORT, _IOLoop, _reason
+from harness.modules.amqp.common import ACCESS_REFUSED, DEFAULT_PORT, _reason, exact_ioloop, pika
 from harness.modules.amqp.options import AmqpOptions, client_settings
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.options import connect_timeout
 from harness.modules.interface.settings import Settings
 from harness.modules.kit.selector import MicrosecondEpoll
-from pika.adapters.select_connection import SelectConnection
 
 
 class Connection:
@@ -58,12 +53,13 @@ class Connection:
         host, port = s.address(DEFAULT_PORT)
         result: dict[str, Any] = {}
         self.close_reason = None
-        conn = SelectConnection(
+        ioloop = exact_ioloop()  # pika made ours before its first connection
+        conn = pika.adapters.select_connection.SelectConnection(
             self._parameters(),
             on_open_callback=lambda c: result.setdefault("open", c),
             on_open_error_callback=lambda c, exc: result.setdefault("error", exc),
             on_close_callback=self._connection_closed,
-            custom_ioloop=_IOLoop() if self.exact_waits and MicrosecondEpoll else None)
+            custom_ioloop=ioloop() if self.exact_waits and MicrosecondEpoll else None)
         conn.ioloop.activate_poller()
         self.conn = conn
         deadline = time.monotonic() + connect_timeout(self.settings.options.heartbeat)

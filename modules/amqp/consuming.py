@@ -6,10 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pika
-import pika.exceptions
-import pika.heartbeat
-from harness.modules.amqp.common import DIRECT_REPLY_TO, _reason
+from harness.modules.amqp.common import DIRECT_REPLY_TO, _reason, pika
 from harness.modules.amqp.options import AmqpOptions
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header

@@ -6,10 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pika
-import pika.exceptions
-import pika.heartbeat
-from harness.modules.amqp.common import RPC_TIMEOUT_S, _reason
+from harness.modules.amqp.common import RPC_TIMEOUT_S, _reason, pika
 from harness.modules.amqp.options import AmqpOptions
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.message import HEADER, Destination, Message, from_header, header

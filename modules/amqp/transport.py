@@ -7,9 +7,6 @@ import contextlib
 import time
 from typing import Any
 
-import pika
-import pika.exceptions
-import pika.heartbeat
 from harness.modules.amqp.common import (
     BROKER_EXCHANGES,
     CLOSE_TIMEOUT_S,
@@ -17,6 +14,7 @@ from harness.modules.amqp.common import (
     DEPTH_AT_CLOSE_S,
     DIRECT_REPLY_TO,
     pairs,
+    pika,
 )
 from harness.modules.amqp.connection import Connection
 from harness.modules.amqp.consuming import Consuming
