@@ -59,10 +59,10 @@ PAIRED_TESTS = {*SPARK_TESTS, "test_the_benchmark_runs_at_a_tiny_size[distribute
                 # ten runs at once, read by promtool: nothing timed but their pages' seconds
                 "test_every_transports_endpoint_passes_promtool_while_its_roles_run"}
 # The whole suite's parallel parts hand out tests a few at a time, these first, longest
-# first (the times of a whole-suite run here), so that the workers end together: the paired
-# part by module took 855 s for 733 s a worker of tests (the fault matrix's 385 s on one
-# worker), and a long test handed out last keeps one worker going alone. By test name, or by
-# module where its tests go as one piece (PAIRED_WHOLE).
+# first (the times of a whole-suite run here), so that the workers end together: handed out
+# by module, the fault matrix's tests all sat on one worker, and a long test handed out last
+# keeps one worker going alone (contrib/bench/RESULTS.md has the figures). By test name, or
+# by module where its tests go as one piece (PAIRED_WHOLE).
 LONGEST_FIRST = (
     # paired
     "test_every_transport_rides_out_a_partition", "test_spark_submit",

@@ -37,5 +37,5 @@ fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 # The project's own files compiled once, here: where PYTHONDONTWRITEBYTECODE is set (as on
 # these machines) Python writes no cache, and every harness process, the suite's thousands
-# among them, would compile them again (a fifth of `harness --help`'s CPU).
+# among them, would compile them again.
 .venv/bin/python -m compileall -q -j 0 harness modules tests contrib >/dev/null
