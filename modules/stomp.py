@@ -424,10 +424,9 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         try:
             self.conn.send(self._name(destination), message.body, headers=headers)
         except (stomp.exception.StompException, OSError) as exc:
-            self.connected = False
-            self.outages.went_down()
+            lost = self._lost("send", exc)
             self.silent()
-            raise TransportError(f"send failed: {exc or type(exc).__name__}") from None
+            raise lost from None
         if event is None and self.unheard is not None and self.transaction is None:
             self.unheard.last = message.seq
         if event is not None and not self._confirmed(event, headers):
@@ -512,9 +511,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             else:
                 self.conn.ack(ack_id, transaction=self.transaction)
         except (stomp.exception.StompException, OSError) as exc:
-            self.connected = False
-            self.outages.went_down()
-            raise TransportError(f"ack failed: {exc or type(exc).__name__}") from None
+            raise self._lost("ack", exc) from None
 
     def temporary_queue(self) -> Destination:
         s = self.settings
@@ -539,9 +536,14 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
         try:
             return self.conn.begin()
         except (stomp.exception.StompException, OSError) as exc:
-            self.connected = False
-            self.outages.went_down()
-            raise TransportError(f"begin failed: {exc or type(exc).__name__}") from None
+            raise self._lost("begin", exc) from None
+
+    def _lost(self, call: str, exc: BaseException, kind: str | None = None) -> TransportError:
+        """A frame the socket did not carry: the connection is lost (an outage, counted once)
+        and the call fails, saying why."""
+        self.connected = False
+        self.outages.went_down()
+        return TransportError(f"{call} failed: {exc or type(exc).__name__}", kind=kind)
 
     def commit(self) -> None:
         transaction, self.transaction = self.transaction, None
@@ -558,10 +560,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             self.conn.commit(transaction, headers=headers)
         except (stomp.exception.StompException, OSError) as exc:
             self.receipts.pop(headers["receipt"], None)
-            self.connected = False
-            self.outages.went_down()
-            raise TransportError(f"commit failed: {exc or type(exc).__name__}",
-                                 kind=ROLLED_BACK) from None
+            raise self._lost("commit", exc, ROLLED_BACK) from None
         if not self._confirmed(event, headers):
             refused = self.refusals.pop(headers["receipt"], None)
             raise TransportError(f"the broker answered the commit with an error: {refused}"
@@ -574,9 +573,7 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
             try:
                 self.conn.abort(transaction)
             except (stomp.exception.StompException, OSError) as exc:
-                self.connected = False
-                self.outages.went_down()
-                raise TransportError(f"abort failed: {exc or type(exc).__name__}") from None
+                raise self._lost("abort", exc) from None
 
     def close(self) -> None:
         conn, self.conn = self.conn, None

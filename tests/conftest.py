@@ -164,9 +164,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: renders a page in headless Chromium")
 
 
+def module_of(item: pytest.Item) -> str:
+    return item.module.__name__.rpartition(".")[2] if item.module else ""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        module = module_of(item)
         if module in SERVER_MODULES or item.originalname in SERVER_TESTS or \
                 "brokers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.servers)
@@ -187,9 +191,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group(module))
 
     def first(item: pytest.Item) -> int:
-        module = item.module.__name__.rpartition(".")[2] if item.module else ""
         for place, name in enumerate(LONGEST_FIRST):
-            if name in (item.name, item.originalname, module):
+            if name in (item.name, item.originalname, module_of(item)):
                 return place
         return len(LONGEST_FIRST)
 

@@ -61,7 +61,7 @@ def _poller_fd(conn: Any) -> int:
 
 
 @cache
-def exact_ioloop() -> type:
+def pika_made_ours() -> type:
     """pika made ours, once, before the first connection: its heartbeat checker as the
     specification has it, and the class of its IOLoop waiting to the microsecond."""
     loops = pika.adapters.select_connection

@@ -9,7 +9,7 @@ import ssl
 import time
 from typing import Any
 
-from harness.modules.amqp.common import ACCESS_REFUSED, DEFAULT_PORT, _reason, exact_ioloop, pika
+from harness.modules.amqp.common import ACCESS_REFUSED, DEFAULT_PORT, _reason, pika, pika_made_ours
 from harness.modules.amqp.options import AmqpOptions, client_settings
 from harness.modules.interface.base import TransportError
 from harness.modules.interface.options import connect_timeout
@@ -53,7 +53,7 @@ class Connection:
         host, port = s.address(DEFAULT_PORT)
         result: dict[str, Any] = {}
         self.close_reason = None
-        ioloop = exact_ioloop()  # pika made ours before its first connection
+        ioloop = pika_made_ours()  # before its first connection: the IOLoop class to give
         conn = pika.adapters.select_connection.SelectConnection(
             self._parameters(),
             on_open_callback=lambda c: result.setdefault("open", c),
