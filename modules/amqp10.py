@@ -76,6 +76,8 @@ class Amqp10Options:
     confirm: int = option(0, "", low=0, side="send")
     reply_queue: str | None = option(None, "")
     requeue: bool = option(True, "", negative=True, side="receive")
+    # RabbitMQ declares a /queue/ address on a link's attach, durable as the link asks.
+    durable: bool = option(True, "", negative=True)
     cert_login: bool = option(False, "", scope="connection")
     settle: str = option("at-least-once", "AMQP 1.0 settlement: at-least-once (the broker "
                          "settles each message) or at-most-once (presettled).",
@@ -97,6 +99,15 @@ def _links() -> Any:
             terminus = link.source if link.is_receiver else link.target
             terminus.capabilities.put_object(proton.symbol(self.kind))
 
+    class DurableNode(proton.reactor.LinkOption):
+        """Asks for the node to be kept across a restart (the terminus's durability): RabbitMQ
+        declares a `/queue/` address on the link's attach, durable only when asked, and a
+        queue that is not loses the persistent messages it held with the node."""
+
+        def apply(self, link: Any) -> None:
+            terminus = link.source if link.is_receiver else link.target
+            terminus.durability = proton.Terminus.CONFIGURATION
+
     class Inbound(proton.handlers.MessagingHandler):
         """Runs inside Container.process on the worker thread: each message goes straight to
         the measurement (or the inbox). Proton's own blocking receiver wakes its caller once per
@@ -117,7 +128,8 @@ def _links() -> Any:
 
     states = {proton.Delivery.REJECTED: "rejected", proton.Delivery.RELEASED: "released",
               proton.Delivery.MODIFIED: "modified"}
-    return SimpleNamespace(Capability=LinkCapability, Inbound=Inbound, states=states)
+    return SimpleNamespace(Capability=LinkCapability, DurableNode=DurableNode,
+                           Inbound=Inbound, states=states)
 
 
 class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, TemporaryQueues):
@@ -150,6 +162,9 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
         if settings.selector and flavour == "rabbitmq":
             out.append(("--selector", "RabbitMQ's AMQP 1.0 plugin ignores selector filters; "
                         "give --flavour activemq or artemis for a broker that applies them"))
+        if not settings.options.durable and flavour != "rabbitmq":
+            out.append(("--no-durable", "only RabbitMQ's plugin declares a queue on a link's "
+                        f"attach; {flavour} keeps a queue as the broker defines it"))
         if settings.durable_name and flavour in ("rabbitmq", "generic"):
             out.append(("--durable-name", f"no durable subscriptions on {flavour} over AMQP "
                         "1.0; give --flavour activemq or artemis"))
@@ -272,6 +287,11 @@ class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, Temporary
             options.append(proton.reactor.AtLeastOnce())
         if self.flavour == "artemis" and kind in ("queue", "topic"):
             options.append(_links().Capability(kind))
+        if self.flavour == "rabbitmq" and kind == "queue" and self.settings.options.durable:
+            # Durable, as the amqp transport declares its queues: the sender's and the
+            # receiver's attach declare the same queue, whichever comes first, and a queue
+            # declared otherwise (by a client attaching without durability) is refused.
+            options.append(_links().DurableNode())
         return options
 
     def _sender(self, destination: Destination) -> Any:

@@ -241,6 +241,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         self.client: Any = None
         self.connected = threading.Event()
         self.connect_error: str | None = None
+        self.drops = 0  # connections the broker closed (or lost), as the reason for a wait
         self.subscription: tuple[str, int] | None = None
         self.last_publish: Any = None
         self.suback: dict[int, tuple[threading.Event, list[Any]]] = {}
@@ -295,6 +296,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                        properties: Any) -> None:
         if self.connected.is_set():
             self.connected.clear()
+            self.drops += 1
             if self.client is not None:  # not our own close()
                 self.outages.went_down()
                 if self.unheard is not None:
@@ -546,6 +548,7 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
         self.subscription = (topic, self.qos)
         event: threading.Event = threading.Event()
         reasons: list[Any] = []
+        drops = self.drops
         # Held across subscribe() so the SUBACK callback cannot run before we wait for it.
         with self.suback_lock:
             result, mid = self.client.subscribe(*self.subscription)
@@ -558,9 +561,21 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
             while not event.is_set() and time.monotonic() < deadline:
                 _turn(self.client, 0.05)
         if not event.wait(0 if self.driven else SUBSCRIBE_TIMEOUT_S):
-            raise TransportError(f"subscribe to {topic}: no SUBACK")
+            raise TransportError(f"subscribe to {topic}: no SUBACK{self._closed_since(drops)}")
         if any(getattr(r, "is_failure", False) for r in reasons):
             raise TransportError(f"subscribe to {topic} refused: {reasons[0]}")
+
+    def _closed_since(self, drops: int) -> str:
+        """Why an answer may not have come: the connections closed meanwhile, and the client
+        id where one closing the other is what a broker does for two clients with one id."""
+        closed = self.drops - drops
+        if not closed:
+            return ""
+        client_id = self.client._client_id.decode() if self.client is not None else "?"
+        return (f": the broker closed the connection {closed} time{'s' * (closed > 1)} "
+                f"meanwhile (client id {client_id}: a broker closes a client when another "
+                "connects with its id; two runs at once need their own --client-id or group "
+                "names)")
 
     def receive(self, timeout: float) -> Message | None:
         return self.take(timeout)

@@ -367,12 +367,34 @@ def brokers():
         fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run(["bash", str(ROOT / "contrib" / "brokers" / "brokers.sh"), "start"],
                        check=True, timeout=900)
+        shared_brokers_ready()
     before = set(rabbitmq_queues())
     yield BROKERS
     # Durable queues outlive the tests that made them: without this, every run of the suite
     # left some thirty in RabbitMQ. Beside other test processes (pytest-xdist), only the
     # queues named after names this process made, so that another's are left alone.
     delete_rabbitmq_queues({q for q in set(rabbitmq_queues()) - before if ours(q)})
+
+
+def shared_brokers_ready() -> None:
+    """The script waits for ports; the tests need more: a plugin just enabled on a running
+    RabbitMQ (as the script does on a new machine) takes connections before subscriptions.
+    Each endpoint the tests subscribe through, subscribed once (tests/ready.py), so that the
+    first test to use one does not pay its warm-up either."""
+    from tests.ready import mqtt_subscribes, stomp_subscribes, wait_ready
+
+    guest = ("guest", "guest")
+    for what, probe in (
+            ("Mosquitto MQTT 1883", mqtt_subscribes("127.0.0.1", 1883)),
+            ("ActiveMQ STOMP 61613", stomp_subscribes("127.0.0.1", 61613)),
+            ("ActiveMQ MQTT 1884", mqtt_subscribes("127.0.0.1", 1884)),
+            ("RabbitMQ STOMP 61614", stomp_subscribes("127.0.0.1", 61614, login=guest)),
+            ("RabbitMQ MQTT 1885", mqtt_subscribes("127.0.0.1", 1885, login=guest)),
+            ("RabbitMQ STOMP over WebSockets 15674",
+             stomp_subscribes("127.0.0.1", 15674, "/ws", login=guest)),
+            ("RabbitMQ MQTT over WebSockets 15675",
+             mqtt_subscribes("127.0.0.1", 15675, "/ws", login=guest))):
+        wait_ready(what, probe)
 
 
 # Every name unique() made in this process; under pytest-xdist, what a test process cleans

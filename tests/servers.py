@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import free_port, wait_for_port
+from tests.ready import Probe, mqtt_subscribes, stomp_subscribes, wait_ready
 
 
 class Private:
@@ -51,9 +52,16 @@ class Private:
             for protocol, port in self.ports.items():
                 # A RabbitMQ node's distribution port is its own business, on loopback.
                 wait_for_port(port, seconds, "127.0.0.1" if protocol == "dist" else self.host)
+            for what, probe in self.probes():
+                wait_ready(what, probe, seconds)
         except AssertionError as exc:
             tail = self.log.read_text(errors="replace")[-1500:]
             raise AssertionError(f"{self.name}: {exc}; its output ends:\n{tail}") from None
+
+    def probes(self) -> list[tuple[str, Probe]]:
+        """What the server must have done before a test uses it, beyond opening its ports
+        (tests/ready.py); none where a port that accepts is a server that serves."""
+        return []
 
     def kill(self) -> None:
         """SIGKILL, as a crash: the server writes nothing more."""
@@ -119,6 +127,12 @@ class NatsConfigured(Private):
 class Mosquitto(Private):
     name, protocols = "mosquitto", ("mqtt",)
     extra = ""  # more of its configuration, for its listener
+    anonymous = True  # a client without a login may subscribe: the readiness probe does
+
+    def probes(self) -> list[tuple[str, Probe]]:
+        if not self.anonymous or "certfile" in self.extra:
+            return []
+        return [("MQTT", mqtt_subscribes(self.host, self.ports["mqtt"]))]
 
     def command(self) -> list[str]:
         conf = self.dir / "mosquitto.conf"
@@ -136,6 +150,8 @@ class Mosquitto(Private):
 class SecuredMosquitto(Mosquitto):
     """Mosquitto that admits only the users of its password file, each where its ACL file
     lets it: lines of `user NAME` then `topic read|write|readwrite PATTERN`."""
+
+    anonymous = False
 
     def __init__(self, directory: Path, users: dict[str, str], acl: str) -> None:
         super().__init__(directory)
@@ -235,15 +251,23 @@ class RabbitMQ(Private):
                 "RABBITMQ_PLUGINS_EXPAND_DIR": f"{d}/plugins-expand",
                 "RABBITMQ_PID_FILE": f"{d}/pid"}
 
-    def start(self, seconds: float = 60) -> None:
-        super().start(seconds)
-        # A fresh node's MQTT plugin listens before its client-id tracker (a Raft cluster)
-        # has elected a leader, and closes connections until then, before any CONNACK.
-        deadline = time.time() + seconds
-        while not mqtt_answers(self.host, self.ports["mqtt"]):
-            if time.time() > deadline:
-                raise AssertionError(f"{self.name}: MQTT gives no CONNACK after {seconds:g} s")
-            time.sleep(0.2)
+    # The node's guest login (loopback_users = none lets it in from any address); None on
+    # the nodes whose users are their own, which are then ready once MQTT answers a CONNECT.
+    guest: tuple[str, str] | None = ("guest", "guest")
+
+    def probes(self) -> list[tuple[str, Probe]]:
+        # On a fresh node, its plugins take connections before they take subscriptions.
+        host, ports = self.host, self.ports
+        if self.guest is None:
+            return [("MQTT", lambda: None if mqtt_answers(host, ports["mqtt"]) else
+                     "no CONNACK")]
+        # A persistent session: the fault matrix's subscribers keep theirs (--no-clean).
+        return [("MQTT", mqtt_subscribes(host, ports["mqtt"], clean=False, login=self.guest)),
+                ("MQTT over WebSockets", mqtt_subscribes(host, ports["web_mqtt"], "/ws",
+                                                         clean=False, login=self.guest)),
+                ("STOMP", stomp_subscribes(host, ports["stomp"], login=self.guest)),
+                ("STOMP over WebSockets", stomp_subscribes(host, ports["web_stomp"], "/ws",
+                                                           login=self.guest))]
 
     def kill(self) -> None:
         # The server script runs the Erlang VM as another user, in a session of its own.
@@ -263,6 +287,8 @@ class SecuredRabbitMQ(RabbitMQ):
     """A RabbitMQ node of its own whose users and permissions are loaded at boot from a
     definitions file: {user: (password, configure, write, read)}, the permissions RabbitMQ's
     regular expressions over queue and exchange names on the vhost /."""
+
+    guest = None
 
     def __init__(self, directory: Path, users: dict[str, tuple[str, str, str, str]]) -> None:
         super().__init__(directory)
@@ -312,6 +338,8 @@ class CertLoginRabbitMQ(RabbitMQ):
     made at boot with no password, allowed everything on /. Its listeners take only clients
     whose certificate the test's CA signed (tests.conftest.make_certificates)."""
 
+    guest = None
+
     protocols = (*RabbitMQ.protocols, "amqps", "stomps", "mqtts")
 
     def __init__(self, directory: Path, certificates: Path, user: str) -> None:
@@ -355,6 +383,8 @@ class OAuthRabbitMQ(RabbitMQ):
     """A RabbitMQ node of its own that takes OAuth 2 access tokens (JWTs) as passwords, through
     its rabbitmq_auth_backend_oauth2 plugin: tokens signed (RS256) by the key in
     signing.pem, for the resource server "rabbitmq" (tests/test_oauth2.py mints them)."""
+
+    guest = None
 
     def __init__(self, directory: Path) -> None:
         super().__init__(directory)
@@ -422,6 +452,11 @@ class ActiveMQ(Private):
 
     def plugins(self) -> str:
         return ""
+
+    def probes(self) -> list[tuple[str, Probe]]:
+        # A broker with a plugin (its users) logs in nobody the probe could be.
+        return [] if self.plugins() else [("STOMP", stomp_subscribes(self.host,
+                                                                     self.ports["stomp"]))]
 
     def command(self) -> list[str]:
         d = self.dir

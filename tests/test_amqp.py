@@ -380,11 +380,21 @@ def test_amqp10_sends_carry_durability_correlation_and_reply_to_only_when_they_h
                    "-g", f"-m amqp10.Sender -gn plain -d {q} -mg 2",
                    "-g", f"-m amqp10.Requestor -d {r} -mg 2 --reply-timeout 0.5")
     assert done.code == 0, done.stderr
+    import proton.reactor
+
+    class Durable(proton.reactor.LinkOption):
+        """As the harness's links ask: RabbitMQ declares the queue on the attach, and refuses
+        a durability other than the queue's."""
+
+        def apply(self, link: proton.Link) -> None:
+            link.source.durability = proton.Terminus.CONFIGURATION
+
     connection = proton.utils.BlockingConnection("amqp://127.0.0.1:5672")
     try:
         seen: dict[str, list[tuple[bool, object, object]]] = {}
         for name in (q, r):
-            receiver = connection.create_receiver(f"/queue/{name}", credit=10)
+            receiver = connection.create_receiver(f"/queue/{name}", credit=10,
+                                                  options=Durable())
             for _ in range(4 if name == q else 2):
                 message = receiver.receive(timeout=10)
                 producer = message.properties["harness"].split(",", 4)[4]

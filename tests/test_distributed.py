@@ -215,9 +215,18 @@ def test_two_nodes_share_a_real_brokers_queue_and_a_kafka_consumer_group(brokers
     assert_secret_kept(SECRET, args, stdout, stderr, lines, run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     groups = summary["groups"]
-    assert groups["stomp-sender"]["sent"] > 0
-    assert groups["stomp-receiver"]["received"] == groups["stomp-sender"]["sent"]
-    assert groups["stomp-receiver"]["lost"] == groups["stomp-receiver"]["duplicated"] == 0
+    sent, received = groups["stomp-sender"]["sent"], groups["stomp-receiver"]
+    assert sent > 0
+    # Every message sent was received by one node's receivers or the other's: the union of
+    # both nodes' receipts (the merge's) holds each once. A message ActiveMQ gave again to the
+    # other node's receiver when a receiver's connection closed at the end (its automatic
+    # acknowledgement not yet processed) arrives twice, and is counted so: duplicated, not
+    # received in place of one lost (the whole suite on a new machine: 2,402 of 2,400).
+    # (The delivery check counts the warm-up and the drain too.)
+    [queued] = [d for d in summary["delivery"] if queue in json.dumps(d)]
+    assert queued["by_sequence"] and queued["missing"] == queued["unexpected"] == 0, queued
+    assert queued["received"] == queued["expected"] + queued["duplicated"], queued
+    assert received["lost"] == 0
     [check] = [d for d in summary["delivery"] if topic in json.dumps(d)]
     # A rebalance hands partitions over, and one suite run saw 4 of 2,800 messages
     # delivered twice and 4 never (under investigation). Until it is understood, at most 1%

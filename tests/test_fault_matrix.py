@@ -80,7 +80,13 @@ class Case:
         if self.consumer:
             # A persistent session's client id is the run's own: one the broker still holds
             # for another run (or one left running) would be taken over, its messages with it.
-            out += ["-g", f"{self.consumer.replace('{d}', destination)} {at}"]
+            # The default one is the host's and group's, the same for the partition's two
+            # runs of a case, which then closed each other's connection for as long as both
+            # ran (RabbitMQ: "disconnecting a client with duplicate ID").
+            consumer = self.consumer
+            if "--no-clean" in consumer and "--client-id" not in consumer:
+                consumer += " --client-id {d}-"
+            out += ["-g", f"{consumer.replace('{d}', destination)} {at}"]
         return out
 
 
@@ -126,16 +132,17 @@ def wait_running(out: Path, proc: subprocess.Popen[str], seconds: float = 90) ->
     raise AssertionError(f"the run did not start within {seconds} s")
 
 
-def wait_received(out: Path, proc: subprocess.Popen[str], seconds: float = 30) -> None:
+def wait_received(out: Path, proc: subprocess.Popen[str], seconds: float = 30) -> bool:
     """Until the run's consumers have received (a Kafka consumer group forms in seconds):
-    a partition before that would find no consumer to cut off."""
+    a partition before that would find no consumer to cut off, and the case fails (False)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and proc.poll() is None:
         for path in out.glob("*/intervals.jsonl"):
             # Read as it is written: by line, a line not yet whole left for the next look.
             if re.search(r'"type":"counters".*"received":[1-9]', path.read_text()):
-                return
+                return True
         time.sleep(0.2)
+    return proc.poll() is not None  # ended at once: its exit code and output tell why
 
 
 def sent_per_interval(run_dir: Path, group: str) -> list[int]:
@@ -196,7 +203,8 @@ def problems(row: dict[str, Any]) -> list[str]:
         out.append(f"sent {row['last']} in the last 3 s, {row['before']} in the first 3")
     if f"outage {next(iter(groups))}" not in row["stdout"]:
         out.append("no outage line")
-    for sign in ("Traceback", "Task was destroyed"):  # a client library's loose end
+    # A client library's loose end, or a worker thread abandoned in a call at the stop.
+    for sign in ("Traceback", "Task was destroyed", "did not stop"):
         if sign in row["stdout"]:
             out.append(f"{sign!r} in the output")
     if case.durable:
@@ -431,6 +439,8 @@ def partition_problems(row: dict[str, Any], healed: bool, took: float) -> list[s
     if row["code"] != 0 or "producer" not in row:
         return [f"exit {row['code']}: {row['stdout'][-400:]}"]
     out = []
+    if row["unheard"]:
+        out.append("its consumer had received nothing when the partition began")
     groups = row["summary"]["groups"]
     producer = row["producer"]
     for sign in ("Traceback", "Task was destroyed", "did not stop"):
@@ -509,10 +519,11 @@ def through_partitions(tmp_path: Path, address: ServerAddress, server: Private,
                                 address.host, tuple(island.prefix()))
                 procs.append((case, healed, island, proc, out, time.monotonic()))
         try:
-            for case, _, _, proc, out, _ in procs:
+            unheard: set[tuple[str, bool]] = set()
+            for case, healed, _, proc, out, _ in procs:
                 wait_running(out, proc)
-                if case.consumer:
-                    wait_received(out, proc)
+                if case.consumer and not wait_received(out, proc):
+                    unheard.add((case.name, healed))
             time.sleep(KILL_AT_S - 1)
             for island in islands:
                 island.partition()
@@ -528,7 +539,8 @@ def through_partitions(tmp_path: Path, address: ServerAddress, server: Private,
         rows = []
         for case, healed, _, proc, out, began in procs:
             row = outcome(case, proc, out)
-            row.update(healed=healed, took=time.monotonic() - began, parted=parted)
+            row.update(healed=healed, took=time.monotonic() - began, parted=parted,
+                       unheard=(case.name, healed) in unheard)
             rows.append(row)
         return rows
     finally:

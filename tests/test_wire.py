@@ -287,6 +287,10 @@ CASES = [
     # Proton advertises half its idle timeout (twice --heartbeat): 4711 ms, a uint in Open.
     Wire("amqp10.Sender", "--heartbeat 4.711", rb"\x00\x53\x10.{4,200}?\x70\x00\x00\x12\x67"),
     Wire("amqp10.Receiver", "--prefetch 47", rb"\x00\x53\x13.{4,80}?\x52\x2f"),
+    # The target (descriptor 0x29) of a sender's attach: its address, then durable none (a
+    # uint 0, or nothing more); durable configuration (a smalluint 1) without the option
+    Wire("amqp10.Sender", "--no-durable",
+         rb"\x00\x53\x29[\xc0\xd0].{1,8}?/queue/DEST[\x40\x43]"),
     Wire("amqp10.Requestor", "--reply-queue rq4711", rb"rq4711", "--reply-timeout 1"),
     # NATS and JetStream
     Wire("nats.Publisher", "--client-config pedantic=true", rb'"pedantic": ?true'),

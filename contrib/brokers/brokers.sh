@@ -24,7 +24,10 @@ STATE=${HARNESS_BROKERS_STATE:-/var/tmp/harness-brokers}
 mkdir -p "$STATE"
 
 say() { printf 'brokers: %s\n' "$*" >&2; }
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+# ensure_packages (installs what is missing, recording it for contrib/setup/fresh.sh),
+# keep_original (a system file as it was before the first edit), as_root
+# shellcheck source=../setup/packages.sh
+source "$(dirname "$0")/../setup/packages.sh"
 port_up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_ports() {  # timeout-seconds port...
     local deadline=$((SECONDS + $1)); shift
@@ -34,18 +37,6 @@ wait_ports() {  # timeout-seconds port...
             sleep 0.2
         done
     done
-}
-apt_updated=""
-ensure_packages() {
-    local missing=()
-    for pkg in "$@"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    say "installing ${missing[*]}"
-    if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
-    # Debian's policy-rc.d may forbid starting services on install; we start them ourselves.
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
 # --- Mosquitto -----------------------------------------------------------------------------
@@ -154,6 +145,7 @@ rabbitmq_start() {
     fi
     ensure_packages rabbitmq-server
     local conf=/etc/rabbitmq/rabbitmq.conf env=/etc/rabbitmq/rabbitmq-env.conf
+    keep_original "$conf" "$env" /etc/rabbitmq/enabled_plugins
     as_root touch "$conf" "$env"
     grep -q '^NODE_IP_ADDRESS=' "$env" || echo 'NODE_IP_ADDRESS=127.0.0.1' | as_root tee -a "$env" >/dev/null
     grep -q '^ERL_EPMD_ADDRESS=' "$env" || echo 'ERL_EPMD_ADDRESS=127.0.0.1' | as_root tee -a "$env" >/dev/null

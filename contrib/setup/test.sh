@@ -16,12 +16,9 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v ss >/dev/null || need+=(iproute2)
 # The .hlog is read by HdrHistogram's reference Java implementation (its log processor).
 [ -f /usr/share/java/hdrhistogram.jar ] || need+=(libhdrhistogram-java)
-if [ ${#need[@]} -gt 0 ]; then
-    as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-    echo "setup: installing ${need[*]} from Debian's packages" >&2
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+# shellcheck source=packages.sh
+source contrib/setup/packages.sh
+[ ${#need[@]} -eq 0 ] || ensure_packages "${need[@]}"
 .venv/bin/ruff check harness modules contrib tests
 # The tests that time the machine (marked alone in tests/conftest.py) run one after another;
 # those that load all of it (marked paired) two at a time, beside nothing else (three Spark

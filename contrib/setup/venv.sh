@@ -4,14 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+# shellcheck source=packages.sh
+source contrib/setup/packages.sh
 
 python=${PYTHON:-python3}
 if ! command -v "$python" >/dev/null || ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
-    echo "setup: installing python3 and python3-venv from Debian's packages" >&2
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv \
-        python3-pip >/dev/null
+    ensure_packages python3 python3-venv python3-pip
 fi
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "setup: harness needs Python 3.11 or newer; $python is $("$python" --version)" >&2
@@ -19,18 +17,13 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 # python-qpid-proton (the amqp10 extra) builds from source: a C compiler, and OpenSSL's
 # headers for its TLS.
-build=()
+build=(libssl-dev)
 command -v gcc >/dev/null || build+=(gcc)
-dpkg-query -W -f='${Status}' libssl-dev 2>/dev/null | grep -q "ok installed" || build+=(libssl-dev)
 if ! "$python" -c 'import os, sysconfig, sys
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
     build+=(python3-dev)
 fi
-if [ ${#build[@]} -gt 0 ]; then
-    echo "setup: installing ${build[*]} from Debian's packages" >&2
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${build[@]}" >/dev/null
-fi
+ensure_packages "${build[@]}"
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
