@@ -18,6 +18,8 @@ registering.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from typing import Any
 
 import pytest
@@ -60,10 +62,37 @@ def test_a_transport_declares_itself(name: str) -> None:
         assert option.key in known and known[option.key].flag == option.flag, (name, option)
         assert known[option.key].help.strip(), (name, option.key)
     if cls.Options is not None:
+        # The annotations resolved (the options modules postpone them: a string each).
+        hints = typing.get_type_hints(cls.Options)
         for f in dataclasses.fields(cls.Options):
-            default = f.default
-            assert default is None or isinstance(default, f.type if isinstance(f.type, type)
-                                                  else object), (name, f.name)
+            default = f.default if f.default_factory is dataclasses.MISSING else \
+                f.default_factory()
+            assert fits(default, hints[f.name]), (name, f.name, default, hints[f.name])
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether a value is of an annotation's type (an int is a float, a bool is not)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, arm) for arm in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, origin or hint)
+
+
+def test_an_option_default_not_of_its_type_fails_the_contract() -> None:
+    """The check above can fail: the mutations a mistyped default makes."""
+    assert not fits("3", int) and not fits(True, int) and not fits(None, int)
+    assert not fits(0.5, int | None) and not fits("a", list[str]) and not fits(2, bool)
+    assert fits(0, float) and fits(None, str | None) and fits(["a"], list[str])
 
 
 def _plan(module: str, **given: Any) -> None:

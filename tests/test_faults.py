@@ -25,7 +25,8 @@ def test_injected_faults_are_counted_exactly(harness, topic):
     (delivery,) = result.summary["delivery"]
     assert delivery == {"destination": f"loopback:{'topic' if topic else 'queue'}:D",
                         "expected": 400, "in_doubt": 0, "received": 399, "duplicated": 1,
-                        "missing": 2, "unexpected": 0}
+                        "missing": 2, "unexpected": 0, "by_sequence": True,
+                        "in_doubt_arrived": 0, "in_doubt_not_arrived": 0}
     # The interval lines say it too.
     assert "lost=" in result.stdout and "corrupt=1" in result.stdout
 

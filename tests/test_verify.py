@@ -107,6 +107,53 @@ def test_receivers_competing_across_nodes_count_a_message_both_received_once():
     assert RunStats(run, metrics).delivery() == []
 
 
+def planted(consumers):
+    """A run of one Sender and `consumers` Receiver groups on queue Q, whose sender made 20
+    sends, 5 to 9 of them in doubt (a fault hid their outcome) and 3 failed (never sent);
+    its statistics, for the ends of the consumers' streams to reconcile."""
+    run = RunSpec(groups=[group_spec({"module": "amqp.Sender", "destination": "Q"}),
+                          *[group_spec({"module": "amqp.Receiver", "destination": "Q",
+                                        "group-name": f"r{i}"}) for i in range(consumers)]])
+    stats = RunStats(run, {i: metrics_for(g) for i, g in enumerate(run.groups)})
+    stats.groups[0].everything.update(sent=20, in_doubt=5)
+    sender = StreamEnd(0, 0, 0, {"p": 20}, failed={"p": [3]}, doubt={"p": [5, 6, 7, 8, 9]})
+    return stats, sender
+
+
+def test_a_send_in_doubt_that_arrived_never_stands_in_for_a_confirmed_one_lost():
+    # Every send in doubt arrived, and the last five definite sends never did: by count the
+    # two cancel (20 - 5 in doubt - 15 received: missing 0); by sequence, 5 are missing.
+    # And the failed send 3 arrived all the same: unexpected.
+    stats, sender = planted(1)
+    rec, tracker = feed(range(15))
+    tracker.finish()
+    stats.groups[1].everything.update(received=15, lost=rec.lost)
+    stats.reconcile([sender, StreamEnd(1, 0, 1, dict(tracker.expected),
+                                       lost={p: sorted(n) for p, n in tracker.lost.items()})])
+    (check,) = stats.delivery()
+    assert check["by_sequence"] and check["expected"] == 20 and check["in_doubt"] == 5
+    assert (check["missing"], check["in_doubt_arrived"], check["in_doubt_not_arrived"],
+            check["unexpected"]) == (5, 5, 0, 1)
+
+
+def test_competing_receivers_are_checked_by_sequence_against_every_send():
+    # Two receivers share the queue: one got 0-4 and 10-14, the other the five in doubt and
+    # 4 again; 15-19 (definite) reached neither, nor did 3 (failed).
+    stats, sender = planted(2)
+    a, b = SeenSet(Recorder()), SeenSet(Recorder())
+    for seq in (0, 1, 2, 4, *range(10, 15)):
+        a.add("p", seq)
+    for seq in (4, 5, 6, 7, 8, 9):
+        b.add("p", seq)
+    stats.groups[1].everything.update(received=9)
+    stats.groups[2].everything.update(received=6)
+    stats.reconcile([sender, StreamEnd(1, 0, 1, {}, seen={"p": bytes(a.bits["p"])}),
+                     StreamEnd(2, 0, 2, {}, seen={"p": bytes(b.bits["p"])})])
+    (check,) = stats.delivery()
+    assert check["by_sequence"] and check["duplicated"] == 1
+    assert (check["missing"], check["in_doubt_arrived"], check["unexpected"]) == (5, 5, 0)
+
+
 def feed_partitions(arrivals, fast_path=True):
     """(seq, partition) arrivals of producer p through a tracker that orders per partition,
     with the consumer's fast path as Consumer.measure takes it: a message whose number is

@@ -308,10 +308,15 @@ def _verdicts(console: Console, summary: dict[str, Any]) -> None:
     """The delivery check per destination, and the thresholds' verdict."""
     for check in summary["delivery"]:
         bad = check["missing"] or check["unexpected"] or check["duplicated"]
-        doubt = f" ({check['in_doubt']} of them in doubt)" if check.get("in_doubt") else ""
+        doubt = ""
+        if check.get("in_doubt"):
+            arrived = f": {check['in_doubt_arrived']} arrived, " \
+                f"{check['in_doubt_not_arrived']} not" if "in_doubt_arrived" in check else ""
+            doubt = f" ({check['in_doubt']} of them in doubt{arrived})"
+        unexpected = f", unexpected {check['unexpected']}" if check["unexpected"] else ""
         console.print(f"delivery {check['destination']}: expected {check['expected']}{doubt}, "
-                      f"received {check['received']}, missing {check['missing']}, "
-                      f"duplicated {check['duplicated']}",
+                      f"received {check['received']}, missing {check['missing']}"
+                      f"{unexpected}, duplicated {check['duplicated']}",
                       highlight=False, style="bold red" if bad else None)
     verdict = summary.get("slo")
     if verdict:

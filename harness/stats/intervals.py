@@ -108,6 +108,8 @@ class RunStats(Balance):
         self.intervals = 0
         self.tails: dict[str, int] = {}
         self.received_once: dict[str, int] = {}  # per destination of competing receivers
+        self.by_sequence: dict[str, list[int]] = {}  # per destination (balance.Outcomes)
+        self.reconciled: set[str] = set()  # the consumer groups whose streams were
         # Every node's share is here (one node, or a merge of them all): a real broker's
         # destination can be balanced. A node of a multi-node run sees only its share.
         self.every_node = run.nodes == 1
@@ -304,6 +306,11 @@ class RunStats(Balance):
         self.intervals += other.intervals
         _add(self.tails, other.tails)
         _add(self.received_once, other.received_once)
+        for destination, outcomes in other.by_sequence.items():
+            mine_outcomes = self.by_sequence.setdefault(destination, [0, 0, 0])
+            for k, value in enumerate(outcomes):
+                mine_outcomes[k] += value
+        self.reconciled |= other.reconciled
         for mine_step, their_step in zip(self.steps, other.steps, strict=True):
             for mine, theirs in zip(mine_step, their_step, strict=True):
                 mine.absorb(theirs)

@@ -104,6 +104,10 @@ class ReconciliationRecord(_Record):
     lost_at_tail: NotRequired[int]
     failed_sends: NotRequired[int]
     in_doubt: NotRequired[int]
+    # Of the producers' numbers in doubt, and of those counted failed, how many its
+    # consumers received (absent in runs written before the check by sequence)
+    in_doubt_arrived: NotRequired[int]
+    failed_arrived: NotRequired[int]
 
 
 class UnionRecord(_Record):
@@ -112,7 +116,9 @@ class UnionRecord(_Record):
     type: Literal["union"]
     destination: str
     received_once: int
-    seen: NotRequired[dict[str, str]]  # producer -> packed bits, where nodes compete
+    seen: NotRequired[dict[str, str]]  # producer -> packed bits
+    # producer -> [messages, numbers failed, numbers in doubt]: this node's sends there
+    sends: NotRequired[dict[str, list[Any]]]
 
 
 RECORDS: dict[str, type] = {

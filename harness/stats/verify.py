@@ -149,6 +149,8 @@ class SequenceTracker:
             if gaps:
                 self._lose(producer, list(gaps))
             gaps.clear()
+            if self.expected.get(producer, 0) < 0:
+                self._closed(producer)  # its position read at the end, not a gap's -1
 
 
 class SeenSet:
