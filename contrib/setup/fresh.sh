@@ -102,7 +102,10 @@ packages_back() {
 }
 
 reset() {
-    bash contrib/brokers/brokers.sh stop 2>&1 | sed 's/^/fresh: /' >&2 || true
+    # Every server the script can start, those only named (mosquitto-many) and the
+    # Pushgateway beside Prometheus among them.
+    bash contrib/brokers/brokers.sh stop mosquitto activemq rabbitmq nats redis nginx kafka \
+        prometheus pushgateway mosquitto-many 2>&1 | sed 's/^/fresh: /' >&2 || true
     leftovers
     rabbitmq_back
     files_back
