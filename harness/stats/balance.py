@@ -139,25 +139,22 @@ class Balance:
             tail = record.get("lost_at_tail", 0)
             change = tail - record.get("failed_sends", 0) - record.get("in_doubt", 0)
             self.tails[name] = self.tails.get(name, 0) + tail
-            if "in_doubt_arrived" in record:
-                self.reconciled.add(name)
-                point = ":".join(self.run.groups[self._index(name)].endpoint)
-                outcome = self.by_sequence.setdefault(point, [0, 0, 0])
-                outcome[1] += record["in_doubt_arrived"]
-                outcome[2] += record["failed_arrived"]
             for totals in self.groups:
                 if totals.spec.name == name:
                     totals.counters["lost"] += change
                     totals.everything["lost"] += change
+                    if "in_doubt_arrived" in record:
+                        self.reconciled.add(name)
+                        outcome = self.by_sequence.setdefault(
+                            ":".join(totals.spec.endpoint), [0, 0, 0])
+                        outcome[1] += record["in_doubt_arrived"]
+                        outcome[2] += record["failed_arrived"]
         for destination, bits in unions.items():
             self.received_once[destination] = self.received_once.get(destination, 0) + \
                 sum(union.bit_count() for union in bits.values())
         for destination, by_producer in sends.items():
             if destination in unions:
                 self.by_sequence[destination] = by_sequence(unions[destination], by_producer)
-
-    def _index(self, name: str) -> int:
-        return next(i for i, g in enumerate(self.run.groups) if g.name == name)
 
     def delivery(self) -> list[dict[str, Any]]:
         """Per destination: every message a producer sent against what consumers received.
