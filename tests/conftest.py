@@ -47,7 +47,12 @@ ALONE_TESTS = {"test_a_window_of_unacknowledged_sends_is_held_as_given",
                # each step's rate to the digit (1,797 of 1,800 a second beside the rest)
                "test_a_stepped_runs_report_draws_rate_against_latency_in_chromium",
                # a 5 ms wait a message, slept (89.5 a second, not 200, beside the rest)
-               "test_a_consumer_latency_of_5ms_caps_a_consumer_thread_near_200_a_second"}
+               "test_a_consumer_latency_of_5ms_caps_a_consumer_thread_near_200_a_second",
+               # each interval's count of a consumer paced at 200 a second, behind RabbitMQ:
+               # a consumer that finds nothing waiting banks no time, so a stall of the
+               # shared broker or of the machine beside the rest is a short interval never
+               # made up, as the option promises (contrib/bench/RESULTS.md)
+               "test_a_slow_consumer_on_rabbitmq_leaves_the_rest_in_the_queue_and_loses_nothing"}
 # ... and these two at a time, each module on one worker, beside nothing else: they load the
 # machine (Spark's driver and executors, the fault matrix's dozens of runs and servers, the
 # wire test's ten runs at once, a wheel built), which the paced tests of the rest would feel,
