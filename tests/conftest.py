@@ -36,7 +36,7 @@ SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases
 # group forms in seconds on Tansu, more beside another test's load; Prometheus scrapes each
 # interval of a run within a second), or send as fast as a client can.
 ALONE_MODULES = {"test_cpu", "test_pacing", "test_kafka", "test_prometheus",
-                 # waits timed to a fraction of a millisecond (3.3 of 2.9 ms beside the rest)
+                 # waits timed to a fraction of a millisecond
                  "test_waits"}
 ALONE_TESTS = {"test_a_window_of_unacknowledged_sends_is_held_as_given",
                # each failed beside another test's load in a whole-suite run here
@@ -44,9 +44,9 @@ ALONE_TESTS = {"test_a_window_of_unacknowledged_sends_is_held_as_given",
                "test_an_http_server_lost_mid_run_is_a_connect_error_not_a_timeout",
                "test_stop_screenshot_reset_and_selection",
                "test_what_a_dead_receiver_held_is_redelivered_and_counted",
-               # each step's rate to the digit (1,797 of 1,800 a second beside the rest)
+               # each step's rate to the digit
                "test_a_stepped_runs_report_draws_rate_against_latency_in_chromium",
-               # a 5 ms wait a message, slept (89.5 a second, not 200, beside the rest)
+               # a 5 ms wait a message, slept: a paced rate beside the rest falls short
                "test_a_consumer_latency_of_5ms_caps_a_consumer_thread_near_200_a_second",
                # each interval's count of a consumer paced at 200 a second, behind RabbitMQ:
                # a consumer that finds nothing waiting banks no time, so a stall of the

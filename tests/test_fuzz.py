@@ -1,13 +1,16 @@
 """Every parser of user input, searched with Hypothesis for the inputs nobody thought of: each
-input is accepted (and what it gives is sane: finite, in range) or refused the project's way
-(ValueError, which the command line turns into BadInput naming the flag, or BadInput itself),
-never another exception. Bounded examples: the quick tier runs them. The byte-level readers
-(profiles, workloads, size files, run directories) are fuzzed here with random and mutated
-documents, and at length, coverage-guided, by contrib/bench/fuzz.py, whose findings are kept
-as cases in tests/fuzz_cases/ and replayed here."""
+input is accepted (and what it gives is sane: finite, in range) or refused as `harness` says
+it to a user: an error main() turns into its own lines and exit code 2 (harness.cli.app.
+refusal), never another exception, which would reach the user as a traceback. The value
+parsers alone may raise ValueError: the flag that calls one turns it into BadInput naming
+the flag, which the group-string fuzzer checks. Bounded examples: the quick tier runs them.
+The byte-level readers (profiles, workloads, size files, run directories) are fuzzed here
+with random and mutated documents, and at length, coverage-guided, by contrib/bench/fuzz.py,
+whose findings are kept as cases in tests/fuzz_cases/ and replayed here."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -20,8 +23,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import BadInput
-from harness.experiments import omb, profile
+from harness.cli.app import REFUSALS, refusal
+from harness.errors import BadInput, StartFailure
+from harness.experiments import profile
 from harness.plan.backlog import parse_backlog
 from harness.plan.group import address_list, parse_module
 from harness.plan.options import parse_args, parse_property
@@ -33,7 +37,8 @@ from harness.textfiles import MAX_DEPTH, decode
 from harness.units import parse_duration, parse_range, parse_size, parse_weighted
 
 CASES = Path(__file__).parent / "fuzz_cases"
-REFUSED = (ValueError, BadInput, profile.ProfileError)
+# A value parser's refusal: the flag calling it names the flag (harness.plan.options).
+PARSER_REFUSED = (ValueError, BadInput)
 # HARNESS_FUZZ_EXAMPLES=5000 searches longer (by hand; the suite keeps to a few seconds).
 FAST = settings(max_examples=int(os.environ.get("HARNESS_FUZZ_EXAMPLES", "200")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -80,21 +85,47 @@ PARSERS = {
 def test_a_value_parser_accepts_sanely_or_refuses(name: str, text: str) -> None:
     try:
         value = PARSERS[name](text)
-    except REFUSED:
+    except PARSER_REFUSED:
         return
     assert sane(value), (name, text, value)
     if name in ("duration", "size"):
         assert value >= 0, (name, text, value)
 
 
+def refused_as_main_says(call: Any) -> None:
+    """call() accepts its input, or raises what main() says in lines of its own with exit
+    code 2; anything else (a ValueError leaking from a parser) fails, naming it."""
+    try:
+        call()
+    except REFUSALS as exc:
+        lines, code = refusal(exc)
+        assert code == 2 and lines, (exc, lines, code)
+        assert all("\n" not in line for line in lines), lines
+    except Exception as exc:  # what main() would show as a traceback
+        raise AssertionError(f"{type(exc).__name__} reaches the user as a traceback: "
+                             f"{exc}") from exc
+
+
+def test_a_leaking_value_error_fails_the_fuzzers_judge() -> None:
+    def leaks() -> None:
+        raise ValueError("could not convert string to float: 'x'")
+
+    def cannot_start() -> None:
+        raise StartFailure("no broker")
+
+    with pytest.raises(AssertionError, match="ValueError reaches the user as a traceback"):
+        refused_as_main_says(leaks)
+    with pytest.raises(AssertionError):  # one line, but a run that failed: exit 1, not 2
+        refused_as_main_says(cannot_start)
+    refused_as_main_says(lambda: None)
+
+
 @FAST
 @given(text=texts | st.from_regex(r"[a-z.]{1,12} *(<=|>=|<|>|==) *[0-9a-z.%]{0,8}",
                                    fullmatch=True))
 def test_a_threshold_expression_parses_or_is_refused(text: str) -> None:
-    try:
-        slo.parse(text, {"sender": ["latency"], "receiver": ["latency"]}, {})
-    except REFUSED:
-        return
+    refused_as_main_says(
+        lambda: slo.parse(text, {"sender": ["latency"], "receiver": ["latency"]}, {}))
 
 
 @FAST
@@ -103,10 +134,7 @@ def test_a_threshold_expression_parses_or_is_refused(text: str) -> None:
                                       "nan", "-1", "1e309", "4k", "1..2", ""]) | texts,
                      max_size=8))
 def test_a_group_string_parses_or_is_refused(args: list[str]) -> None:
-    try:
-        parse_args(args, "-g")
-    except REFUSED:
-        return
+    refused_as_main_says(lambda: parse_args(args, "-g"))
 
 
 # -- whole files ---------------------------------------------------------------------------------
@@ -130,13 +158,11 @@ def mutated_profile(data: Any) -> dict[str, Any]:
 @FAST
 @given(data=yaml_values | st.dictionaries(st.sampled_from(PROFILE_KEYS), yaml_values,
                                           max_size=4).map(mutated_profile))
+@example(data={"\n": None})  # found by this test: the key's line break split the error in two
 def test_a_profile_document_loads_or_is_refused(tmp_path_factory: Any, data: Any) -> None:
     path = tmp_path_factory.mktemp("profile") / "p.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
-    try:
-        profile.load(path)
-    except REFUSED:
-        return
+    refused_as_main_says(lambda: profile.load(path))
 
 
 @FAST
@@ -147,10 +173,7 @@ def test_a_profile_document_loads_or_is_refused(tmp_path_factory: Any, data: Any
 def test_profile_bytes_load_or_are_refused(tmp_path_factory: Any, blob: bytes) -> None:
     path = tmp_path_factory.mktemp("profile") / "p.yaml"
     path.write_bytes(blob)
-    try:
-        profile.load(path)
-    except REFUSED:
-        return
+    refused_as_main_says(lambda: profile.load(path))
 
 
 OMB_KEYS = ["topics", "partitionsPerTopic", "messageSize", "producerRate",
@@ -160,9 +183,10 @@ OMB_KEYS = ["topics", "partitionsPerTopic", "messageSize", "producerRate",
 
 
 def omb_workload(path: Path) -> None:
-    """The workload read and made into a run's parts, as `harness run --omb` does."""
-    workload, _ = omb.read_workload(str(path), path.parent)
-    omb.profile_parts(workload, "kafka", "", None)
+    """The workload read and made into a profile, as `harness run --omb FILE -m kafka`
+    does (harness.cli.run)."""
+    profile.load_data(path, "", {"connections": {"broker": {"transport": "kafka"}},
+                                 "omb": str(path.resolve()), "run": {}}, {})
 
 
 @FAST
@@ -172,10 +196,7 @@ def omb_workload(path: Path) -> None:
 def test_an_omb_workload_loads_or_is_refused(tmp_path_factory: Any, data: Any) -> None:
     path = tmp_path_factory.mktemp("omb") / "w.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
-    try:
-        omb_workload(path)
-    except REFUSED:
-        return
+    refused_as_main_says(lambda: omb_workload(path))
 
 
 def make_run(directory: Path, manifest: bytes, intervals: bytes) -> Path:
@@ -199,11 +220,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 def test_a_run_directory_reads_or_is_refused(tmp_path_factory: Any, manifest: bytes,
                                             intervals: bytes) -> None:
     run_dir = make_run(tmp_path_factory.mktemp("run"), manifest, intervals)
-    try:
-        recorded = reader.load(run_dir)
-        list(reader.Records(recorded.intervals))
-    except REFUSED:
-        return
+    refused_as_main_says(lambda: list(reader.Records(reader.load(run_dir).intervals)))
 
 
 def test_one_decoding_rule_names_the_file_line_and_column() -> None:
@@ -232,8 +249,9 @@ def test_a_file_too_large_to_be_a_profile_is_refused_unread(tmp_path: Path) -> N
 
 def replay(target: str, blob: bytes, folder: Path) -> None:
     """One input through the reader contrib/bench/fuzz.py fuzzed it with: it is accepted or
-    refused the project's way, or this raises."""
-    try:
+    refused as main() says it, or this raises."""
+
+    def read() -> None:
         if target == "profile":
             path = folder / "p.yaml"
             path.write_bytes(blob)
@@ -252,8 +270,12 @@ def replay(target: str, blob: bytes, folder: Path) -> None:
             list(reader.Records(path))
         else:
             raise AssertionError(f"no reader for {target}")
-    except REFUSED:
-        pass
+
+    if target == "sizes":  # a flag's value (--sizes @FILE): the flag names itself
+        with contextlib.suppress(PARSER_REFUSED):
+            read()
+    else:
+        refused_as_main_says(read)
 
 
 @pytest.mark.parametrize("target", ["profile", "omb", "sizes", "intervals"])

@@ -94,3 +94,22 @@ def test_paho_websocket_wrapper_keeps_its_socket() -> None:
     from paho.mqtt.client import _WebsocketWrapper
 
     assert "self._socket = socket" in inspect.getsource(_WebsocketWrapper.__init__)
+
+
+def test_paho_keeps_the_private_calls_the_mqtt_transport_uses() -> None:
+    # modules/mqtt.py wraps _send_pingreq and _handle_pingresp on each client (_watch_pings:
+    # a PINGRESP proves every QoS 0 publish written before its PINGREQ), and reads
+    # _last_bytes_received (a silent connection) and _client_id (named in a lost SUBACK).
+    import paho.mqtt.client as paho
+
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="internals")
+    for name in ("_send_pingreq", "_handle_pingresp"):
+        assert callable(getattr(client, name, None)), f"paho's Client.{name} is gone"
+    # Called through the instance attribute the transport replaces, not bound elsewhere.
+    assert "self._send_pingreq()" in inspect.getsource(paho.Client._check_keepalive), \
+        "paho's keep-alive no longer calls self._send_pingreq"
+    assert "self._handle_pingresp()" in inspect.getsource(paho.Client._packet_handle), \
+        "paho no longer handles a PINGRESP through self._handle_pingresp"
+    assert isinstance(client._last_bytes_received, float), \
+        "paho's Client._last_bytes_received is gone"
+    assert client._client_id == b"internals", "paho's Client._client_id changed"

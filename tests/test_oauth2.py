@@ -1,8 +1,9 @@
 """OAuth 2 access tokens on RabbitMQ: a node of the test's own with its
-rabbitmq_auth_backend_oauth2 plugin takes a JWT it can verify as the password of an AMQP 0-9-1,
-AMQP 1.0, STOMP or MQTT login. The harness passes the token as it passes any password, from
-the environment or a file (never a flag here: the token is a secret), and prints it nowhere;
-a token signed by another key, or expired, is refused at the start in one line."""
+rabbitmq_auth_backend_oauth2 plugin takes a JWT it can verify as the password of an AMQP
+0-9-1, STOMP or MQTT login (not AMQP 1.0: see PAIRS). The harness passes the token as it
+passes any password, from the environment or a file (never a flag here: the token is a
+secret), and prints it nowhere; a token signed by another key, or expired, is refused at the
+start in one line."""
 
 from __future__ import annotations
 

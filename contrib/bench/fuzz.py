@@ -1,8 +1,10 @@
 """Coverage-guided fuzzing of the harness's byte-level readers with atheris (libFuzzer for
 Python): a profile, an OpenMessaging Benchmark workload, a size list and a run's
 intervals.jsonl, each read as the harness reads a file a user hands it. An input must be
-accepted or refused the project's way (BadInput, or the ValueError a flag's parser raises);
-any other exception is a crash: libFuzzer stops and writes the input to
+accepted or refused as `harness` says it to a user (an error main() turns into lines of
+its own and exit code 2, harness.cli.app.refusal; a size list, the value of --sizes, may
+also raise the ValueError its flag names itself in); any other exception, which would
+reach the user as a traceback, is a crash: libFuzzer stops and writes the input to
 tests/fuzz_cases/<target>-crash-<sha1>, which tests/test_fuzz.py replays from then on.
 
     python contrib/bench/fuzz.py profile --seconds 600     # ten minutes on one target
@@ -39,17 +41,16 @@ def run_target(target: str) -> None:
     # Only the target's reader and what it imports: instrumenting the whole harness costs
     # every fuzzing process (and each of libFuzzer's merge passes) its start-up.
     with atheris.instrument_imports():
-        from harness.errors import BadInput
+        from harness.cli.app import REFUSALS, refusal
         if target in ("profile", "omb"):
-            from harness.experiments import omb, profile
+            from harness.experiments import profile
         elif target == "sizes":
             from harness.plan.sizes import parse_sizes
         else:
             from harness.rundir import reader
 
-    refused: tuple[type[Exception], ...] = (BadInput, ValueError)
-    if target in ("profile", "omb"):
-        refused += (profile.ProfileError,)
+    refused: tuple[type[Exception], ...] = (*REFUSALS, ValueError) if target == "sizes" \
+        else REFUSALS
     scratch = Path(tempfile.mkdtemp(prefix="harness-fuzz-"))
     file = scratch / {"profile": "p.yaml", "omb": "w.yaml", "sizes": "sizes.txt",
                       "intervals": "intervals.jsonl"}[target]
@@ -60,14 +61,16 @@ def run_target(target: str) -> None:
             if target == "profile":
                 profile.load(file)
             elif target == "omb":
-                workload, _ = omb.read_workload(str(file), scratch)
-                omb.profile_parts(workload, "kafka", "", None)
+                # As `harness run --omb FILE -m kafka` reads it (harness.cli.run).
+                profile.load_data(file, "", {"connections": {"broker": {"transport": "kafka"}},
+                                             "omb": str(file), "run": {}}, {})
             elif target == "sizes":
                 parse_sizes(f"@{file}")
             else:
                 list(reader.Records(file))
-        except refused:
-            pass
+        except refused as exc:
+            if not isinstance(exc, ValueError) and refusal(exc)[1] != 2:
+                raise  # one line, but as a run that could not start: not bad input
 
     # libFuzzer runs its argv[0] again for a merge's inner passes: the wrapper, not this
     # file (not executable), with what followed it.

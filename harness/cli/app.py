@@ -46,29 +46,40 @@ def on_terminal() -> bool:
     return all(stream.isatty() for stream in (sys.stdin, sys.stdout, sys.stderr))
 
 
-def report_profile_error(exc: ProfileError) -> None:
-    for problem in exc.problems:
-        err_console.print(f"harness: error: {problem.render(exc.file)}", markup=False)
+# What a user can cause: main() says each in its own lines, never with a traceback.
+REFUSALS = (BadInput, StartFailure, ProfileError, click_errors.UsageError)
+
+
+def refusal(exc: BaseException) -> tuple[list[str], int]:
+    """The lines main() prints for an error of REFUSALS, and its exit code: 2 for bad input
+    (a flag, a file, a profile's every problem in a line of its own), 1 for a run that could
+    not start."""
+    if isinstance(exc, ProfileError):
+        return [f"harness: error: {printable(p.render(exc.file))}" for p in exc.problems], 2
+    if isinstance(exc, click_errors.UsageError):
+        return [f"harness: error: {printable(exc.format_message())}"], 2
+    return [f"harness: error: {printable(str(exc))}"], 1 if isinstance(exc, StartFailure) else 2
+
+
+def printable(text: str) -> str:
+    """The text with what a terminal would not show as itself (a line break or an escape
+    in a key the user's file holds) written as Python writes it in a string: one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def main() -> None:
     try:
         result = app(standalone_mode=False)
-    except BadInput as exc:
-        err_console.print(f"harness: error: {exc}", markup=False)
-        sys.exit(2)
-    except StartFailure as exc:
-        err_console.print(f"harness: error: {exc}", markup=False)
-        sys.exit(1)
-    except ProfileError as exc:
-        report_profile_error(exc)
-        sys.exit(2)
     except click_errors.NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(0)
-    except click_errors.UsageError as exc:
-        err_console.print(f"harness: error: {exc.format_message()}", markup=False)
-        sys.exit(2)
+    except REFUSALS as exc:
+        lines, code = refusal(exc)
+        for line in lines:
+            err_console.print(line, markup=False)
+        sys.exit(code)
     except (typer.Abort, KeyboardInterrupt):
         sys.exit(130)
     except typer.Exit as exc:

@@ -60,8 +60,7 @@ GRACE_S = 0.25
 # How often the collector looks at its workers while it waits for their interval hand-offs
 # or, in the drain, for the end. Otherwise it sleeps until the next interval ends, at most
 # LOOK_S, unless woken (a worker finished, the drain or the stop came): each look is the
-# measuring process's CPU, in its cost per message, and a look every 50 ms all through the
-# run cost an idle process 2.8 ms of CPU a second.
+# measuring process's CPU, in its cost per message (contrib/bench/RESULTS.md, "Idle looks").
 COLLECT_S = 0.05
 LOOK_S = 0.5
 BALANCE_EVERY_S = 0.1

@@ -343,6 +343,10 @@ class Clients(ClientConnections, Worker):
         """A consumer's messages received (the cell's balance)."""
         return sum(getattr(client, "count", 0) for client in self.clients)
 
+    def mark_span(self, phase: str) -> None:
+        for client in self.clients:  # each its own stream of numbers
+            client.out.mark_span(phase)
+
     def take_outage(self) -> None:
         clients = self.clients
         for i in self.started:

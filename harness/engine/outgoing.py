@@ -30,6 +30,24 @@ class Outgoing:
     position: int = 0  # sends made so far: their numbers are 0 to position - 1
     failed: list[int] = field(default_factory=list)  # numbers whose send failed
     doubt: list[int] = field(default_factory=list)  # and whose outcome a fault hid
+    # The numbers sent in the measured span: from measured_from (the position when the thread
+    # moved into the span's first interval) to before measured_to (when it moved out of the
+    # last); -1: not there yet, or not left yet.
+    measured_from: int = -1
+    measured_to: int = -1
+
+    def mark_span(self, phase: str) -> None:
+        """The thread moves into an interval of `phase`: where the measured span begins or
+        ends in this stream's numbers."""
+        if phase == "measure":
+            if self.measured_from < 0:
+                self.measured_from = self.position
+        elif self.measured_from >= 0 and self.measured_to < 0:
+            self.measured_to = self.position
+
+    def spanned(self, seq: int) -> bool:
+        """Whether send number seq was made in the measured span."""
+        return 0 <= self.measured_from <= seq and (self.measured_to < 0 or seq < self.measured_to)
 
     def kept(self) -> int:
         """Sends so far that did not fail."""

@@ -61,7 +61,7 @@ def _child_main(plan: CellPlan, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lock = threading.Lock()
     # The cell's last report wakes this thread, which otherwise sleeps until a command comes:
-    # a look every 200 ms cost a measuring process 0.7 ms of CPU a second.
+    # a periodic look is a measuring process's CPU (contrib/bench/RESULTS.md, "Idle looks").
     ended, end = multiprocessing.Pipe(duplex=False)
 
     def send(report: Report | dict[str, Any]) -> None:

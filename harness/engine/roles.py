@@ -49,7 +49,7 @@ SETTLE_EVERY = 64
 # and beside what a large message costs its library, measuring it is little.
 SETTLE_LARGER = 8192
 # The longest a pushed consumer's thread waits without looking at the flags: each look is a
-# wake-up, which cost an idle STOMP consumer 2.6 ms of CPU a second at one every 50 ms.
+# wake-up, a consumer's CPU while idle (contrib/bench/RESULTS.md, "Idle looks").
 PUSHED_LOOK_S = 0.25
 
 # What a consumer's handle() made of a message: it decides the acknowledgement.
@@ -106,6 +106,7 @@ class _Producer(Worker):
                         in_transaction = []
                     self.send_failed(seq, size, intended, exc)
                     seq += 1
+                    out.position = seq
                     self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
                     continue
                 done = now_ns()
@@ -117,6 +118,9 @@ class _Producer(Worker):
                 if transacted:
                     in_transaction.append(seq)
                 seq += 1
+                # Kept as it goes: the interval boundary (move_to, inside due_sends) marks
+                # where the measured span begins and ends in these numbers.
+                out.position = seq
                 if transacted and seq % commit_count == 0:
                     self.commit(in_transaction)
                     in_transaction = []

@@ -60,7 +60,7 @@ START_MARGIN_S = 0.3
 STOP_MARGIN_S = 0.05
 # The longest the controller waits for a report before it looks at the clock and at what was
 # asked of it (an interrupt, a live change): in a one-process run its looks are the
-# measuring process's CPU, and a look every 100 ms cost an idle process 1 ms of CPU a second.
+# measuring process's CPU (contrib/bench/RESULTS.md, "Idle looks").
 LOOK_S = 0.25
 
 

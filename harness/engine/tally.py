@@ -54,13 +54,15 @@ class Tally:
         if feedback.confirm_us or feedback.failed or feedback.doubt or feedback.errors:
             confirm_us, failed, doubt, errors = feedback.take()
             rec.confirm.extend(confirm_us)
+            out = self.out
             for seq, kind, reason in failed:
                 rec.error(kind, reason)
                 rec.refused += 1
-                self.out.failed.append(seq)
+                out.failed.append(seq)
             # Not errors: the fault that hid their outcome is (an outage, counted once).
             rec.in_doubt += len(doubt)
-            self.out.doubt.extend(seq for seq, _ in doubt)
+            out.doubt.extend(seq for seq, _ in doubt)
+            self.untaken([seq for seq, _, _ in failed] + [seq for seq, _ in doubt])
             if doubt and "in doubt" not in rec.reasons:
                 rec.reasons["in doubt"] = f"{len(doubt)} sends: {doubt[0][1]}"
             for kind, (count, reason) in errors.items():
@@ -105,6 +107,14 @@ class Tally:
         else:
             rec.refused += len(sent)
             self.out.failed.extend(sent)
+        self.untaken(sent)
+
+    def untaken(self, seqs: list[int]) -> None:
+        """Sends counted sent that the broker's later word (refused) or a fault (in doubt)
+        showed it did not take: those made in the measured span come off the span's count,
+        in whichever interval the word came (harness.stats.figures.taken)."""
+        spanned = self.out.spanned
+        self.rec.untaken += sum(1 for seq in seqs if spanned(seq))
 
     def commit(self, sent: list[int] | None = None) -> None:
         """Commit and begin the next transaction; a failure (the connection lost, and the

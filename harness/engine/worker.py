@@ -259,3 +259,10 @@ class Worker(Paced, Tally, threading.Thread, ABC):
             self.interval_index = index
             self.next_boundary = int(timeline.bounds(index)[1])
             self.done_through = index - 1
+            phase = timeline.phase(index)
+        self.mark_span(phase)
+
+    def mark_span(self, phase: str) -> None:
+        """Where the measured span begins and ends in the numbers this thread sends: the
+        broker's later word on a send counts against the span it was made in (untaken)."""
+        self.out.mark_span(phase)

@@ -23,7 +23,6 @@ from harness.modules.interface.roles import ROLES
 from harness.plan.run import RunSpec
 from harness.plan.topology import endpoints
 from harness.rundir.reader import load as load_run
-from harness.stats.figures import accepted_share
 from harness.stats.slo import EXIT_SLO
 
 Execute = Callable[[RunSpec], RunResult]
@@ -219,8 +218,9 @@ def judge(run: RunSpec, row: dict[str, Any], summary: dict[str, Any], dotted: st
         if group is not None and ROLES[group.role].produces:
             target = group.rate or group.thread_rate * group.threads * group.processes
             entry = summary["groups"][group.name]
-            # The rate the broker accepted: a probe whose sends it refused did not pass.
-            achieved = entry["rate"] * accepted_share(entry)
+            # The rate the broker took (harness.stats.figures.taken): a probe whose sends it
+            # refused, or whose outcome a fault hid, did not pass.
+            achieved = entry["rate"]
             if target and achieved < criteria.achieved * target:
                 reasons.append(f"achieved {achieved:,.1f}/s of {target:,.1f}/s accepted by "
                                "the broker")

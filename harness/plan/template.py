@@ -33,7 +33,7 @@ def _join(separator: str, fmt: str, first: int, last: int) -> str:
         raise TemplateError(f"join over {last - first + 1} values (at most {MAX_JOIN})")
     try:
         return separator.join(fmt % i for i in range(first, last + 1))
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # "%d %s" wants two; "%=" is no conversion
         raise TemplateError(f"join format {fmt!r}: {exc}") from None
 
 

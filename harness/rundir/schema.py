@@ -4,11 +4,12 @@ earlier version this release still reads is brought up to the current one.
 The version goes up whenever a field is added that readers must find, or one becomes
 required; a field written only where it applies (NotRequired in harness.stats.records, such
 as a counters record's `partitions`) leaves it, since every reader of the version already
-takes a record without it. A reader takes every version in READABLE. Version 4 (this
+takes a record without it. A reader takes every version in READABLE. Version 5 (this
 release): a counters record carries every counter of harness.stats.recorder.COUNTERS;
-version 2 added every counter but `rebalances` and `connect_failed`, version 3
-`rebalances`, version 4 `connect_failed`; version 1 files, written before some counters
-existed, read the missing ones as 0.
+version 2 added every counter but `rebalances`, `connect_failed` and `untaken`, version 3
+`rebalances`, version 4 `connect_failed`, version 5 `untaken` (read as 0 before: the runs
+that wrote none counted a producer's rate by what it sent); version 1 files, written before
+some counters existed, read the missing ones as 0.
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ from harness.stats.records import RECORDS, SCHEMA_VERSION, required
 
 __all__ = ["READABLE", "REQUIRED", "SCHEMA_VERSION", "problem", "upgrade"]
 
-READABLE = (1, 2, 3, 4)
+READABLE = (1, 2, 3, 4, 5)
 
 # Per type, the fields every readable version has: the typed records' required fields.
 REQUIRED: dict[str, tuple[str, ...]] = {kind: required(kind) for kind in RECORDS}
 # Fields a version added to a type, with what a record of an earlier version reads.
 ADDED: dict[int, dict[str, dict[str, Any]]] = {
     2: {"counters": dict.fromkeys((c for c in COUNTERS
-                                   if c not in ("rebalances", "connect_failed")), 0)},
+                                   if c not in ("rebalances", "connect_failed", "untaken")),
+                                  0)},
     3: {"counters": {"rebalances": 0}},
     4: {"counters": {"connect_failed": 0}},
+    5: {"counters": {"untaken": 0}},
 }
 
 

@@ -292,6 +292,10 @@ def _warnings(console: Console, summary: dict[str, Any]) -> None:
             console.print(f"{name}: {g['clamped']} samples outside the histograms' range "
                           "(negative: clocks apart; or above an hour) were clamped into it",
                           highlight=False, style="yellow")
+        if g.get("untaken"):
+            console.print(f"{name}: {g['untaken']:,} sends of the measured span were refused "
+                          "or in doubt: its rate and count are the "
+                          f"{g['taken']:,} the broker took", highlight=False, style="yellow")
         if g.get("unsent"):
             console.print(f"{name}: {g['unsent']} messages were due but unsent at the stop; "
                           "their delay is recorded as at least their wait to the stop",

@@ -5,8 +5,15 @@
   cut at both instants, harness.stats.timeline). A node measures one span; a merged run has
   one per node.
 - Rate of a group: the messages it counts (received by consumers and by a Requestor, whose
-  count is its completed round trips; sent by Sender and Publisher) in its measured intervals,
-  over the seconds of those intervals. A merged group's rate is the sum of its nodes' rates.
+  count is its completed round trips; taken by the broker of what a Sender or Publisher sent)
+  in its measured intervals, over the seconds of those intervals. A merged group's rate is
+  the sum of its nodes' rates.
+- Taken: of the sends made in the measured span, those the broker confirmed, or that were
+  written where the protocol has no acknowledgement: every send counted sent less those of
+  them it refused after all or whose outcome a fault hid (in doubt), whenever that became
+  known (at a later interval, at the close). Sends that failed in the call were never sent.
+  An interval's line shows what was sent in it, and refused and in doubt as they became
+  known; the span's count and rate are exact.
 - Percentiles: of the HDR histogram of every sample after the warm-up, drain included (a
   message received while draining was sent while measuring). Latency is measured from the
   intended send time; with no rate set there is none, and latency is closed-loop (service)
@@ -47,19 +54,23 @@ def kept(counters: dict[str, int]) -> int:
     return counters.get("sent", 0) - counters.get("refused", 0)
 
 
-def accepted_share(counters: dict[str, int]) -> float:
-    """Of a producer's sends, the share the broker is known to have kept: not refused, not
-    in doubt (a capacity is what a broker accepts, not what was sent at it)."""
-    sent = counters.get("sent", 0)
-    if not sent:
-        return 1.0
-    return (kept(counters) - counters.get("in_doubt", 0)) / sent
+def taken(counters: dict[str, int]) -> int:
+    """Of the measured span's counters: the sends the broker took (confirmed, or written),
+    its sends less those of them refused or in doubt (`untaken`, counted into the span
+    whenever the word came)."""
+    return counters.get("sent", 0) - counters.get("untaken", 0)
 
 
 def role_count(role: str, counters: dict[str, int]) -> int:
-    """The messages a group's rate counts: received for consumers and for Requestor (round
-    trips), sent for producers."""
+    """The messages an interval's line counts: received for consumers and for Requestor
+    (round trips), sent for producers."""
     return counters.get("received", 0) if ROLES[role].consumes else counters.get("sent", 0)
+
+
+def span_count(role: str, counters: dict[str, int]) -> int:
+    """The messages a group's rate counts over its measured span: received for consumers and
+    for Requestor, taken for producers."""
+    return counters.get("received", 0) if ROLES[role].consumes else taken(counters)
 
 
 def rate(count: float, seconds: float) -> float:

@@ -31,8 +31,9 @@ from harness.stats.figures import (
     kept,
     mean,
     per_core_rate,
-    role_count,
+    span_count,
     summed_rate,
+    taken,
     us_per_message,
 )
 from harness.stats.histogram import decode, empty, encode, new_histogram, percentiles
@@ -58,7 +59,7 @@ class GroupTotals:
     lag: tuple[int, int] | None = None
 
     def count(self, counters: dict[str, int]) -> int:
-        return role_count(self.spec.role, counters)
+        return span_count(self.spec.role, counters)
 
     def absorb(self, other: GroupTotals) -> None:
         """Add the totals of other intervals of the same group."""
@@ -201,6 +202,12 @@ class RunStats(Balance):
                                                       dict.fromkeys(COUNTERS, 0))
                 for name, value in part.counters.items():
                     measured[name] += value
+            elif part.counters.get("untaken"):
+                # The broker's word on sends of the measured span, come after it (at the
+                # close): it belongs to the span's count.
+                measured = totals.measured.setdefault(report.node,
+                                                      dict.fromkeys(COUNTERS, 0))
+                measured["untaken"] += part.counters["untaken"]
         histograms: dict[str, HdrHistogram] = {}
         texts: dict[str, str] = {}
         for metric in totals.metrics:
@@ -276,7 +283,7 @@ class RunStats(Balance):
             if report.phase == "measure":
                 step = self.steps[steps[id(report)]][g]
                 _add(step.measured.setdefault(report.node, dict.fromkeys(COUNTERS, 0)),
-                     part.counters)
+                     {**part.counters, "untaken": 0})  # a step counts its sends as made
         one = {steps[id(r)] for r, _ in parts}
         if len(one) == 1:
             step = self.steps[one.pop()][g]
@@ -347,7 +354,7 @@ class RunStats(Balance):
         groups: dict[str, Any] = {}
         # The broker received what it kept of every group's sends, and dispatched every
         # message a group received (replies included).
-        sent_rate = self._rate(self.groups, lambda t, c: kept(c))
+        sent_rate = self._rate(self.groups, lambda t, c: taken(c))
         received_rate = self._rate(self.groups, lambda t, c: c.get("received", 0))
         # The replication grade of the run's every send: the copies received (once each) of
         # what the broker kept, warm-up and drain included, so that a backlog carried across
@@ -367,6 +374,8 @@ class RunStats(Balance):
                 "count": sum(totals.count(c) for c in totals.measured.values()),
                 **totals.counters,
                 "clamped": totals.clamped,
+                # What the broker took of the measured span's sends (harness.stats.figures)
+                "taken": sum(taken(c) for c in totals.measured.values()),
                 "headline": headline_metric(totals.metrics),
                 "closed_loop": closed_loop(self.run, i),
                 "client_cpu_max": max(totals.cpu, default=0.0),

@@ -15,7 +15,7 @@ METRICS = ("latency", "service", "delay", "confirm", "connect", "subscribe", "pr
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
             "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us",
-            "connect_failed")
+            "connect_failed", "untaken")
 
 
 class Sample(NamedTuple):
@@ -56,6 +56,8 @@ class Recorder:
         # Sends counted, then refused by the broker after all, or whose outcome a fault hid
         # (harness.modules.interface.feedback)
         self.refused = self.in_doubt = 0
+        # Of those, the sends made in the measured span (harness.stats.figures.taken)
+        self.untaken = 0
         # Received again after the broker took them back from a consumer (Redis claims)
         self.redelivered = 0
         # Changes of the partitions a consumer group gave this consumer (Kafka)

@@ -13,7 +13,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import GroupPart, IntervalReport
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class _Record(TypedDict):

@@ -31,6 +31,8 @@ EXIT_SLO = 99
 COUNTS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered", "commits",
           "corrupt", "timeouts", "reconnects", "foreign", "unsent", "late", "refused",
           "in_doubt", "redelivered", "rebalances", "connect_failed", "lost_at_tail", "clamped",
+          # of the measured span's sends: taken by the broker, and refused or in doubt
+          "taken", "untaken",
           # the messages waiting for a group's consumers where its transport reads them
           # (Kafka's lag, a queue's depth, a stream consumer's pending): messages, as a
           # count is, though a gauge: the summary's is the last interval's
