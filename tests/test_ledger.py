@@ -9,7 +9,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 
 from harness.plan.group import group_spec, metrics_for
@@ -19,9 +21,9 @@ from harness.stats.histogram import encode, new_histogram
 from harness.stats.intervals import RunStats
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import GroupPart, IntervalReport
-from tests.conftest import env, harness_command
+from tests.conftest import env, harness_command, unique
 from tests.cutter import Cutter
-from tests.test_conditions import summary_of
+from tests.test_conditions import queue_depth, summary_of
 from tests.test_fault_matrix import wait_running
 
 
@@ -55,35 +57,77 @@ def test_sends_the_broker_did_not_take_come_off_the_rate_when_the_word_comes_lat
            "count are the 160 the broker took" in console.export_text()
 
 
-def test_a_publisher_whose_connection_goes_silent_counts_only_what_mosquitto_took(
-        tmp_path: Path, brokers: object) -> None:
-    """mqtt.Publisher --qos 1 at 200 a second to Mosquitto through a proxy that stops moving
-    the connection's bytes 3 s in, and never resumes them; a subscriber connected straight to
-    Mosquitto counts what it delivered (the harness's own connection may be any of the first
-    few the proxy carries: every one is held, and every new one). The sends whose PUBACK
-    never came are in doubt, and the producer's count and rate leave them out: confirmed <=
-    delivered <= confirmed + in doubt, and every send of the span is confirmed, refused or
-    in doubt."""
-    import paho.mqtt.client as mqtt
+class Witness:
+    """What the broker took of the run's sends, counted on a connection of its own, straight
+    to the broker: started before the run, read after it."""
 
-    topic = f"ledger/{uuid.uuid4().hex[:8]}"
-    delivered: set[bytes] = set()
-    subscribed = threading.Event()
-    witness = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
-    witness.on_connect = lambda c, *_: c.subscribe(topic, qos=1)
-    witness.on_subscribe = lambda *_: subscribed.set()
-    witness.on_message = lambda _c, _u, m: delivered.add(bytes(m.payload))
-    witness.connect("127.0.0.1", 1883)
-    witness.loop_start()
-    cutter = Cutter(("127.0.0.1", 1883))
-    try:
+    def __init__(self, kind: str, destination: str) -> None:
+        self.kind, self.destination = kind, destination
+        self.delivered: set[bytes] = set()
+        self.client: Any = None
+
+    def start(self) -> None:
+        if self.kind != "mqtt":
+            return  # the others count what the broker holds, after the run
+        import paho.mqtt.client as mqtt
+
+        subscribed = threading.Event()
+        client = self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2)
+        client.on_connect = lambda c, *_: c.subscribe(self.destination, qos=1)
+        client.on_subscribe = lambda *_: subscribed.set()
+        client.on_message = lambda _c, _u, m: self.delivered.add(bytes(m.payload))
+        client.connect("127.0.0.1", 1883)
+        client.loop_start()
         assert subscribed.wait(10), "the witness's SUBACK never came"
-        out = tmp_path / "runs"
+
+    def count(self) -> int:
+        if self.kind == "mqtt":
+            time.sleep(1)  # the last deliveries
+            self.client.loop_stop()
+            self.client.disconnect()
+            return len(self.delivered)
+        if self.kind == "amqp":
+            return queue_depth(5672, self.destination)
+        import redis
+
+        server = redis.Redis(port=6379)
+        try:
+            return int(server.xlen(self.destination))
+        finally:
+            server.close()
+
+
+# (witness, port, the producer's flags): each acknowledges every send (a PUBACK, a publisher
+# confirm, XADD's reply), so that what the broker took is known, and no consumer takes from
+# what the witness counts.
+SILENCED = {
+    "mqtt QoS 1 on Mosquitto": ("mqtt", 1883, ["-m", "mqtt.Publisher", "--qos", "1"]),
+    "amqp confirms on RabbitMQ": ("amqp", 5672, ["-m", "amqp.Sender", "-pp", "--confirm",
+                                                 "20"]),
+    "redis streams": ("redis", 6379, ["-m", "redis.Sender"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SILENCED))
+def test_a_producer_whose_connection_goes_silent_counts_only_what_the_broker_took(
+        tmp_path: Path, brokers: object, case: str) -> None:
+    """A producer at 200 a second through a proxy that stops moving its bytes 3 s in and never
+    resumes them (the harness's own connection may be any of the first few the proxy
+    carries: every one is held, and every new one); the broker's own count, on a connection
+    of its own, is the witness. The sends whose acknowledgement never came are in doubt, and
+    the producer's count and rate leave them out: confirmed <= taken by the broker <=
+    confirmed + in doubt, and every send of the span is confirmed, refused or in doubt."""
+    kind, port, flags = SILENCED[case]
+    destination = f"ledger/{uuid.uuid4().hex[:8]}" if kind == "mqtt" else unique("ledger")
+    witness = Witness(kind, destination)
+    witness.start()
+    cutter = Cutter(("127.0.0.1", port))
+    out = tmp_path / "runs"
+    try:
         proc = subprocess.Popen(
-            harness_command("run", "-m", "mqtt.Publisher", "-d", topic, "--qos", "1",
-                            "--port", str(cutter.port), "--heartbeat", "1", "-rt", "200",
-                            "-rl", "10", "-sw", "0", "-ss", "1", "--drain", "5", "-o",
-                            str(out)),
+            harness_command("run", *flags, "-d", destination, "--port", str(cutter.port),
+                            "--heartbeat", "1", "-rt", "200", "-rl", "10", "-sw", "0",
+                            "-ss", "1", "--drain", "5", "-o", str(out)),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
             cwd=tmp_path)
         try:
@@ -94,19 +138,18 @@ def test_a_publisher_whose_connection_goes_silent_counts_only_what_mosquitto_too
             stdout, stderr = proc.communicate(timeout=90)
         finally:
             proc.kill()
-        assert proc.returncode == 0, stderr
-        time.sleep(1)  # the witness's last deliveries
     finally:
-        witness.loop_stop()
-        witness.disconnect()
         cutter.close()
-    publisher = summary_of(out)["groups"]["publisher"]
-    taken, doubt = publisher["taken"], publisher["in_doubt"]
-    assert doubt > 0, publisher  # the fault hid some outcomes, or the test tests nothing
-    assert publisher["outage_ms"] > 0, publisher
-    assert publisher["sent"] == taken + publisher["untaken"]
-    assert publisher["untaken"] == doubt + publisher["refused"]
-    assert taken <= len(delivered) <= taken + doubt, (taken, len(delivered), doubt)
-    assert publisher["count"] == taken
-    assert abs(publisher["rate"] - taken / summary_of(out)["measured_seconds"]) < 0.01
+    assert proc.returncode == 0, stderr
+    took = witness.count()
+    summary = summary_of(out)
+    (producer,) = summary["groups"].values()
+    taken, doubt = producer["taken"], producer["in_doubt"]
+    assert doubt > 0, producer  # the fault hid some outcomes, or the test tests nothing
+    assert producer["outage_ms"] > 0, producer
+    assert producer["sent"] == taken + producer["untaken"]
+    assert producer["untaken"] == doubt + producer["refused"]
+    assert taken <= took <= taken + doubt, (taken, took, doubt)
+    assert producer["count"] == taken
+    assert abs(producer["rate"] - taken / summary["measured_seconds"]) < 0.01
     assert f"the {taken:,} the broker took" in stdout
