@@ -49,7 +49,7 @@ def test_every_role_with_competing_receivers_and_both_reply_paths(harness, broke
     assert g["direct"]["received"] == 150 and g["named"]["received"] == 150
     assert g["responder"]["received"] == 300 and g["responder"]["sent"] == 300
     for name, group in g.items():
-        assert group["errors"] == 0 and group["lost"] == 0, name
+        assert group["errors"] == 0 and group["lost"] == 0, (name, done.stderr)
     delivery = {d["destination"]: d for d in done.summary["delivery"]}
     assert delivery[f"amqp:queue:{q}"]["missing"] == 0
     assert delivery[f"amqp:queue:{q}"]["duplicated"] == 0
@@ -369,7 +369,7 @@ def test_amqp10_every_role_settled_and_presettled(harness, brokers):
     assert g["subscriber"]["received"] == 400
     assert g["requestor"]["received"] == 100 and g["responder"]["sent"] == 100
     for name, group in g.items():
-        assert group["errors"] == 0 and group["lost"] == 0, name
+        assert group["errors"] == 0 and group["lost"] == 0, (name, done.stderr)
 
 
 def test_amqp10_sends_carry_durability_correlation_and_reply_to_only_when_they_have_them(
