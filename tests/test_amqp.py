@@ -532,12 +532,35 @@ def test_a_publish_the_users_permissions_forbid_is_refused_in_the_brokers_words(
     for summary in (refused, confirmed):
         publisher = summary["groups"]["publisher"]
         assert publisher["sent"] + publisher["unsent"] >= 100  # due: sent, or late
-        assert publisher["refused"] == publisher["errors"] == publisher["sent"]
-        assert publisher["in_doubt"] == publisher["reconnects"] == publisher["outage_ms"] == 0
+        # One refused a channel (its last send); a send the channel carried before it, in
+        # doubt (_refuse_channel): none taken.
+        assert publisher["refused"] == publisher["errors"] >= 10
+        assert publisher["refused"] + publisher["in_doubt"] == publisher["sent"]
+        assert publisher["reconnects"] == publisher["outage_ms"] == 0
         assert summary["throughput"]["received_by_broker"] == 0
     assert plain.code == 0 and "the broker refused access: 403 ACCESS_REFUSED - access to " \
         "exchange 'amq.topic' in vhost '/' refused for user 'bench'" in plain.stderr
     assert wrong.code == 1 and "cannot connect" in wrong.stderr, wrong.stderr
+
+
+@pytest.mark.parametrize("confirm", [0, 5])
+def test_a_channel_closed_refusing_a_send_refuses_its_last_and_doubts_the_rest(confirm):
+    """The close says that one of the channel's unconfirmed sends was refused, not which: the
+    broker took those before it and ignored those after. The last is refused either way;
+    the others may have been taken (a consumer may receive them), so they are in doubt,
+    never refused. A channel that carried one send refuses exactly that one."""
+    transport = AmqpTransport(settings_for("amqp.Publisher", confirm=confirm))
+    for sends in ([7], [7, 8, 9, 10]):
+        if confirm:
+            transport.pending.extend((tag, seq, 0) for tag, seq in enumerate(sends, 1))
+        else:
+            transport.channel_first, transport.channel_last = sends[0], sends[-1]
+        transport._refuse_channel("403 ACCESS_REFUSED")
+        _, failed, doubt, _ = transport.feedback.take()
+        assert [(seq, kind) for seq, kind, _ in failed] == [(sends[-1], "refused")]
+        assert [seq for seq, _ in doubt] == sends[:-1]
+        assert all("403 ACCESS_REFUSED" in why for _, why in doubt)
+        assert not transport.pending and transport.channel_first == -1
 
 
 @pytest.mark.parametrize("module", ["amqp", "amqp10"])

@@ -145,18 +145,28 @@ class Connection:
 
     def _refuse_channel(self, reason: str) -> None:
         """The broker closed the channel refusing access (a publish where the user may not
-        write): the sends it carried that the broker had not confirmed are refused, not
-        in doubt. Without confirms, every send the channel carried: the broker refuses the
-        first it may not take and ignores the rest until the channel closes."""
-        failed = self.feedback.failed
+        write): it refused one of the sends the channel carried that it had not confirmed
+        (with confirms, the pending; without, every one since the channel opened), took
+        those before it and ignored those after it until the channel closed. Which one it
+        refused the close does not say; the last is either that one or one it ignored after
+        it: refused. The others are in doubt (taken, or ignored), never counted refused
+        whole: one a consumer then receives is no "unexpected" arrival."""
         if self.confirm_window:
-            while self.pending:
-                _, seq, _ = self.pending.popleft()
-                failed.append((seq, "refused", reason))
+            seqs = [seq for _, seq, _ in self.pending]
+            self.pending.clear()
         elif self.channel_first >= 0:
-            failed.extend((seq, "refused", reason)
-                          for seq in range(self.channel_first, self.channel_last + 1))
+            seqs = list(range(self.channel_first, self.channel_last + 1))
+        else:
+            seqs = []
         self.channel_first = -1
+        if not seqs:
+            return
+        *unknown, last = seqs
+        self.feedback.failed.append((last, "refused", reason))
+        if unknown:
+            why = f"sent on a channel the broker then closed refusing one of its sends " \
+                  f"({reason})"
+            self.feedback.doubt.extend((seq, why) for seq in unknown)
 
     def _abandon(self) -> None:
         conn, self.conn = self.conn, None
