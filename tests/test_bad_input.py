@@ -5,8 +5,12 @@ import pytest
 S = ["-m", "loopback.Sender", "-d", "Q"]
 CASES = [
     ("unknown transport", ["-m", "nope.Sender", "-d", "Q"], "-m", "unknown module"),
-    ("unknown role", ["-m", "loopback.Sendr", "-d", "Q"], "-m", "unknown module"),
-    ("module without a dot", ["-m", "loopback", "-d", "Q"], "-m", "unknown module"),
+    ("unknown role", ["-m", "loopback.Sendr", "-d", "Q"], "-m",
+     "unknown module 'loopback.Sendr': did you mean loopback.Sender?"),
+    ("a module in the wrong case", ["-m", "mqtt.publisher", "-d", "Q"], "-m",
+     "did you mean mqtt.Publisher?"),
+    ("module without a dot", ["-m", "loopback", "-d", "Q"], "-m",
+     "unknown module 'loopback': a module is TRANSPORT.Role"),
     ("bad size", [*S, "-ms", "12q"], "-ms", "not a size"),
     ("negative rate", [*S, "-rt", "-5"], "-rt", "must be >= 0"),
     ("negative total rate", [*S, "--rate", "-1"], "--rate", "must be >= 0"),

@@ -5,6 +5,7 @@ exit 2."""
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 from collections.abc import Callable
@@ -313,9 +314,20 @@ def _check_options(group: GroupSpec, transport: str, role: str) -> None:
 def parse_module(text: str) -> tuple[str, str]:
     transport, dot, role = text.partition(".")
     if not dot or transport not in TRANSPORTS or role not in ROLES:
-        known = ", ".join(f"{t}.<{'|'.join(ROLES)}>" for t in TRANSPORTS)
-        raise BadInput("-m", f"unknown module {text!r} (known: {known}; see `harness modules`)")
+        raise BadInput("-m", f"unknown module {text!r}: {module_hint(text)}")
     return transport, role
+
+
+def module_hint(text: str) -> str:
+    """What the user may have meant by an unknown module: the module it names in another
+    case or with a slip of the keys, else how a module is named."""
+    modules = [f"{t}.{r}" for t in TRANSPORTS for r in ROLES]
+    same = [m for m in modules if m.lower() == text.lower()]
+    near = same or difflib.get_close_matches(text, modules, n=1, cutoff=0.75)
+    if near:
+        return f"did you mean {near[0]}? (`harness modules` lists them)"
+    return f"a module is TRANSPORT.Role, a transport of {', '.join(TRANSPORTS)} and a role " \
+           f"of {', '.join(ROLES)} (`harness modules` lists them)"
 
 
 def _check_role_options(group: GroupSpec, role_name: str) -> None:
