@@ -39,6 +39,9 @@ def test_a_clean_run_reports_no_faults(harness):
     assert (group["lost"], group["duplicated"], group["reordered"], group["corrupt"]) == \
         (0, 0, 0, 0)
     assert group["received"] == 400
+    # Where the delivery check is made, nothing is said to be unchecked.
+    assert result.summary["delivery"] and "unchecked" not in result.summary
+    assert "no check" not in result.stdout
 
 
 def test_loss_at_the_tail_of_a_stream_shows_in_the_delivery_check(harness):
@@ -106,6 +109,17 @@ def test_loss_is_counted_once_in_a_results_table(harness):
     table_row = row(recorded.run, result.summary, recorded.replay(histograms=False).views(),
                     "dispatched", None, {})
     assert table_row["lost"] == 2
+
+
+def test_a_destination_the_delivery_check_cannot_balance_says_why(harness):
+    result = harness("run", "-m", "loopback.Publisher", "-d", "T", "-rt", "50", "-rl", "1",
+                     "--destination-max", "3", "-ss", "1",
+                     "-g", "-m loopback.Subscriber -d T --destination-max 3")
+    assert result.code == 0, result.stderr
+    assert result.summary["delivery"] == []
+    assert result.summary["unchecked"][0]["destination"] == "loopback:topic:T"
+    assert "delivery loopback:topic:T: no check: its consumers read numbered topics " \
+           "(--destination-max)" in result.stdout
 
 
 def test_the_drain_lasts_as_long_as_given_while_messages_are_owed(harness):

@@ -148,6 +148,13 @@ def test_selectors_deliver_only_matching_messages(harness, brokers):
     assert groups["heavy"]["received"] == 200  # numeric comparison of a header
     # A sequence check per producer still holds for each selector's consumer.
     assert groups["geteu"]["lost"] == groups["heavy"]["lost"] == 0
+    # The destination's delivery check cannot balance what each selector should get, and
+    # says so rather than vanishing.
+    assert result.summary["delivery"] == []
+    (unchecked,) = result.summary["unchecked"]
+    assert unchecked["destination"] == f"stomp:queue:{d}"
+    assert f"delivery stomp:queue:{d}: no check: its consumers select with --selector" in \
+        result.stdout
 
 
 @pytest.mark.parametrize("broker", STOMP_BROKERS)

@@ -322,6 +322,9 @@ def _verdicts(console: Console, summary: dict[str, Any]) -> None:
                       f"received {check['received']}, missing {check['missing']}"
                       f"{unexpected}, duplicated {check['duplicated']}",
                       highlight=False, style="bold red" if bad else None)
+    for point in summary.get("unchecked", ()):
+        console.print(f"delivery {point['destination']}: no check: {point['why']}",
+                      highlight=False)
     verdict = summary.get("slo")
     if verdict:
         console.print(slo_table(verdict))

@@ -202,6 +202,25 @@ class Balance:
             out.append(check)
         return out
 
+    def unchecked(self) -> list[dict[str, str]]:
+        """Per destination that producers send to and consumers read, but whose delivery
+        cannot be balanced: why (said beside the checks, never left out silently)."""
+        out = []
+        for point in endpoints(self.run).values():
+            if not (point.producers and point.consumers and point.filtered):
+                continue
+            groups = [self.run.groups[i] for i in point.groups]
+            if any(g.selector for g in groups):
+                how = "select with --selector"
+            elif any(g.destination_max is not None for g in groups):
+                how = "read numbered topics (--destination-max)"
+            else:
+                how = "are routed by more than the destination's name"
+            out.append({"destination": str(point),
+                        "why": f"its consumers {how}: what each should receive is not "
+                               "known; each consumer's own sequence checks count its losses"})
+        return out
+
     def _outcomes(self, consumers: list[int], destination: str) -> Outcomes | None:
         """A destination's outcomes by sequence number: its competing receivers' union
         against its senders' numbers, or the sum of its sequence-checked consumers' own

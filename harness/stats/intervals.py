@@ -410,6 +410,8 @@ class RunStats(Balance):
                            "bottleneck": client_bottleneck(cpu_max, machine_max)},
             "delivery": self.delivery(),
         }
+        if unchecked := self.unchecked():
+            result["unchecked"] = unchecked
         if left := self.warmup_left():
             result["warmup_backlog"] = left
         if self.abandoned:
