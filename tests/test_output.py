@@ -94,8 +94,23 @@ def test_the_harness_floor_is_measured_through_the_run_and_written(loopback_run)
     assert 0 < floor["p50"] <= floor["p99"] <= floor["max"]
     assert "harness floor: wake-up and thread hand-off p50" in loopback_run.stdout
     # Printed beside the latency it bounds, right under the summary table.
-    p50 = format_us(loopback_run.summary["groups"]["receiver"]["latency"]["p50"])
-    assert f"(beside: receiver latency p50 {p50})" in loopback_run.stdout
+    receiver = loopback_run.summary["groups"]["receiver"]["latency"]["p50"]
+    p50 = format_us(receiver)
+    ratio = receiver / floor["p50"]
+    # ... with a verdict: above the floor by 2x or more, or within it.
+    verdict = "mostly the broker's and the network's time" if ratio >= 2 else \
+        "within 2x: read it as largely the harness's own wake-up, not the broker's"
+    assert f"(beside: receiver latency p50 {p50}, {ratio:.1f}x the floor" in \
+        loopback_run.stdout
+    assert verdict in loopback_run.stdout
+
+
+def test_the_floor_verdict_says_which_side_of_twice_the_floor_a_latency_is():
+    from harness.stats.figures import floor_verdict
+
+    assert floor_verdict(1000, 100).startswith("10.0x the floor: mostly the broker's")
+    assert floor_verdict(150, 100).startswith("1.5x the floor, within 2x: read it as largely")
+    assert floor_verdict(50, 100).startswith("0.5x the floor, within 2x")
 
 
 def test_a_run_directory_written_before_transport_options_stood_apart_reads_back(

@@ -15,6 +15,7 @@ from harness.stats.figures import (
     CLIENT_CPU_LIMIT,
     MACHINE_CPU_LIMIT,
     cost_cells,
+    floor_verdict,
     headline_metric,
     metric_label,
     rate,
@@ -240,7 +241,8 @@ def _run_figures(console: Console, summary: dict[str, Any]) -> None:
     if floor and floor["samples"]:
         beside = "; ".join(
             f"{name} {metric_label('latency', g.get('closed_loop', False))} p50 "
-            f"{format_us(g['latency']['p50'])}"
+            f"{format_us(g['latency']['p50'])}, "
+            f"{floor_verdict(g['latency']['p50'], floor['p50'])}"
             for name, g in summary["groups"].items() if g.get("latency", {}).get("p50"))
         console.print(f"harness floor: wake-up and thread hand-off p50 "
                       f"{format_us(floor['p50'])} p99 {format_us(floor['p99'])} max "

@@ -122,6 +122,20 @@ def run_loss(run: RunSpec, summary: dict[str, Any]) -> int:
     return lost
 
 
+# A latency this many times the harness floor's p50, or more, is mostly beyond the harness.
+FLOOR_MARGIN = 2.0
+
+
+def floor_verdict(p50_us: float, floor_p50_us: float) -> str:
+    """What a group's latency p50 says beside the harness floor's p50 (the wake-up and
+    thread hand-off every measured message also waits on, under the run's load)."""
+    ratio = p50_us / floor_p50_us if floor_p50_us > 0 else float("inf")
+    if ratio >= FLOOR_MARGIN:
+        return f"{ratio:.1f}x the floor: mostly the broker's and the network's time"
+    return f"{ratio:.1f}x the floor, within {FLOOR_MARGIN:g}x: read it as largely the " \
+           "harness's own wake-up, not the broker's"
+
+
 def cpu_shares(cpu_us: int, counts: dict[int, int]) -> dict[int, int]:
     """A process's CPU microseconds in one interval, shared among the groups it runs in
     proportion to the messages each counted (evenly when none counted any); the shares add
