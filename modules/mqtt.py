@@ -387,7 +387,8 @@ class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, Temp
                 # CONNACK will come, and waiting for one would hold the thread's other
                 # clients until the timeout.
                 self.connect_error = self.connect_error or \
-                    f"the broker closed the connection before its CONNACK ({paho.error_string(rc)})"
+                    "the server closed the connection before a CONNACK (a broker at its " \
+                    f"connection limit, or not an MQTT port?) ({paho.error_string(rc)})"
             return self.connected.is_set()
         return self.connected.wait(timeout)
 

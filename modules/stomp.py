@@ -300,7 +300,12 @@ class StompTransport(NetworkTransport, Acknowledgements, Transactions, Temporary
                 (str(exc) or type(exc).__name__)
             raise TransportError(f"cannot connect to {host}:{port}: {detail}") from None
         if not conn.is_connected():
-            detail = self.broker_errors.pop() if self.broker_errors else "refused"
+            # Without an ERROR frame, the server closed a connection it had taken without
+            # a word of STOMP: another protocol's port, most likely (AMQP's answers CONNECT
+            # with its own header and closes).
+            detail = self.broker_errors.pop() if self.broker_errors else \
+                "the server took the connection and closed it without answering CONNECT " \
+                "(is this a STOMP port?)"
             raise TransportError(f"cannot connect to {host}:{port}: {detail}")
         # stomp.py leaves Nagle's algorithm on: small frames would wait for delayed ACKs
         # (tens of milliseconds) and the harness would report that as broker latency.

@@ -495,6 +495,7 @@ def test_failed_connections_are_counted_and_tallied_by_reason(harness, brokers, 
     assert publisher["connect_failed"] == 3 * (12 - up) and publisher["sent"] == 3 * up
     # Each interval's failures tallied by reason in its line, the last interval's (handed
     # off as the thread ends, not at a boundary) as every other's.
-    assert result.stderr.count(f"{12 - up} connections failed: {12 - up} × the broker closed "
-                               "the connection before its CONNACK") == 3
+    assert result.stderr.count(f"{12 - up} connections failed: {12 - up} × the server closed "
+                               "the connection before a CONNACK (a broker at its connection "
+                               "limit") == 3
     assert f"{3 * (12 - up)} connection attempts failed" in result.stdout

@@ -130,6 +130,17 @@ def test_persistent_transacted_client_acknowledged_run(harness, brokers, broker)
     assert receiver["received"] == 200 and receiver["lost"] == 0
 
 
+def test_a_port_that_speaks_another_protocol_is_named_as_such(harness, brokers):
+    """RabbitMQ's AMQP port takes the TCP connection, answers STOMP's CONNECT with AMQP's
+    own header and closes: not a refused connection, a port of another protocol."""
+    result = harness("run", "-m", "stomp.Sender", "-d", "Q", "-rt", "100", "-rl", "3",
+                     "--port", "5672")
+    assert result.code == 1
+    assert "cannot connect to 127.0.0.1:5672: the server took the connection and closed it " \
+           "without answering CONNECT (is this a STOMP port?)" in result.stderr
+    assert "refused" not in result.stderr
+
+
 def test_selectors_deliver_only_matching_messages(harness, brokers):
     d = unique("filtered")
     amq = flags(brokers, "activemq")
