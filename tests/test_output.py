@@ -136,3 +136,44 @@ def test_a_run_directory_written_before_transport_options_stood_apart_reads_back
                                     "faults": [["drop", "Q", 3]]}
     viewed = harness("view", str(loopback_run.run_dir), "--no-ui", output=False)
     assert viewed.code == 0, viewed.stderr
+
+
+def test_the_metrics_page_answers_from_the_start_and_its_address_is_said(tmp_path):
+    """Before the first interval ends (a 3 s warm-up, 3 s intervals), the page already holds
+    every group's counters at 0, and the run said where it serves them."""
+    import subprocess
+    import time
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.conftest import env, free_port, harness_command
+
+    port = free_port()
+    proc = subprocess.Popen(harness_command(
+        "run", "-m", "loopback.Sender", "-d", "Q", "-rt", "50", "-rl", "4", "-sw", "3", "-ss",
+        "3", "--metrics-port", str(port), "-o", str(tmp_path)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env())
+    try:
+        deadline, page = time.monotonic() + 30, None
+        while page is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    page = r.read().decode()
+            except OSError:
+                time.sleep(0.1)
+        assert page, "the page never answered"
+        assert not list(tmp_path.glob("*/intervals.jsonl")) or \
+            '"counters"' not in next(tmp_path.glob("*/intervals.jsonl")).read_text()
+        sent = {tuple(sorted(s.labels.items())): s.value
+                for family in text_string_to_metric_families(page)
+                for s in family.samples if s.name == "harness_messages_sent_total"}
+        assert sent and set(sent.values()) == {0.0}, page
+        assert all(dict(labels)["phase"] == "warmup" and dict(labels)["group"] == "sender"
+                   for labels in sent)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    assert f"metrics: http://127.0.0.1:{port}/metrics (every counter at 0 until the first " \
+           "interval ends)" in stderr

@@ -106,6 +106,16 @@ class Metrics(Sink, Collector):
                 self.served = max(self.served, getattr(self.scraping, "number", 0))
 
             self.server.finish_request = finish_request
+            # The page answers from the start: every group's counters at zero, in the phase
+            # the run begins with, until the first interval ends.
+            first = "warmup" if run.warmup else "measure"
+            for name in self.names:
+                for key in COUNTED:
+                    self.totals[(name, key, first)] = 0.0
+            self._swap()
+            host, port = self.server.server_address[:2]
+            say(f"metrics: http://{host}:{port}/metrics (every counter at 0 until the first "
+                "interval ends)")
 
     # -- prometheus-client's side
     def collect(self) -> Iterator[Metric]:
