@@ -371,3 +371,27 @@ def test_check_prints_a_command_lines_rates_and_totals(harness):
     assert result.run_dir is None
     bad = harness("run", "-m", "loopback.Sender", "-d", "Q", "-rt", "-5", "--check")
     assert bad.code == 2 and "harness: error: " in bad.stderr
+
+
+def test_a_profiles_check_says_how_long_its_runs_take_at_most(harness: Any,
+                                                              tmp_path: Path) -> None:
+    """Three runs of 20 s, each with a drain of up to 5 s, and the default 2 s between runs:
+    3 x (20 + 5) + 2 x 2 = 79 s, said before anything starts. A search's probes are not
+    known in advance: no time is promised."""
+    swept = tmp_path / "swept.yaml"
+    swept.write_text(textwrap.dedent("""\
+        groups:
+          - module: loopback.Sender
+            destination: Q
+            rate: ${rate}
+        run: {run-length: 20, drain: 5}
+        sweep:
+          vars.rate: [10, 20, 30]
+        vars: {rate: 10}
+        """))
+    done = harness("run", str(swept), "--check", output=False)
+    assert done.code == 0, done.stderr
+    assert "profile swept: 3 runs, at most 1 min 19 s (each run's length and its drain's " \
+           "bound, and 2 s between runs)" in done.stdout
+    search = harness("run", "capacity-search", "--check", output=False)
+    assert search.code == 0 and "at most" not in search.stdout

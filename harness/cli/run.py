@@ -372,7 +372,7 @@ def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None,
     if check:
         what = f"a search over {profile.search.field} from {profile.search.start:g}" \
             if profile.search else f"{len(profile.points)} run{'s' * (len(profile.points) != 1)}"
-        console.print(f"profile {profile.name}: {what}", markup=False)
+        console.print(f"profile {profile.name}: {what}{profile_time(profile)}", markup=False)
         for number, point in enumerate(profile.points, 1):
             if len(profile.points) > 1:
                 console.print(f"run {number} of {len(profile.points)}:", markup=False)
@@ -389,8 +389,28 @@ def run_profile(path: Path, overrides: list[str], ui: bool, cluster: Any = None,
                        "Hadoop file system afterwards")
     what = f"a search over {profile.search.field}" if profile.search else \
         f"{len(profile.points)} runs"
-    console.print(f"profile {profile.name}: {what}", markup=False)
+    console.print(f"profile {profile.name}: {what}{profile_time(profile)}", markup=False)
     return Experiment(profile, lambda spec: execute(spec, ui, cluster), console).execute_all()
+
+
+def profile_time(profile: Any) -> str:
+    """How long a profile's runs take, said before it starts: each run's length and its
+    drain's bound, and the settle wait between runs; empty for a search (its probes are
+    not known in advance) or a run that ends by message count."""
+    runs = [point.run for point in profile.points]
+    if profile.search is not None or not all(run.duration for run in runs):
+        return ""
+    seconds = sum(run.duration + run.drain for run in runs) + \
+        profile.settle.wait * (len(runs) - 1)
+    return f", at most {format_seconds(seconds)} (each run's length and its drain's bound, " \
+        f"and {profile.settle.wait:g} s between runs)"
+
+
+def format_seconds(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else \
+        f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def _run_with_screen(controller: Any) -> Any:
