@@ -117,6 +117,9 @@ def test_each_run_in_the_manual_checks(page, command, tmp_path):
     assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
     assert "--help" in line or "checked: nothing was connected" in done.stdout, done.stdout
     assert not (tmp_path / "runs").exists()
+    # Bounded, so that a reader who copies it gets a run that ends.
+    assert "until stopped" not in done.stdout, \
+        f"{page}: {command}: runs until stopped: give it -rl or -mg"
 
 
 @pytest.fixture(scope="module")
