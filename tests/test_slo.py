@@ -39,6 +39,7 @@ def judged(text: str) -> bool | None:
 @pytest.mark.parametrize(("text", "expected"), [
     # times in every unit, both sides of the value (p99 is 4,800 us)
     ("receiver.latency.p99 < 5ms", True), ("receiver.latency.p99 < 4.8ms", False),
+    ("receiver.latency.p99 < 5 ms", True), ("sender.rate > 990 /s", True),
     ("receiver.latency.p99 <= 4800us", True), ("receiver.latency.p99 <= 4799us", False),
     ("receiver.latency.p99 < 0.005s", True), ("receiver.latency.p99 > 4800000ns", False),
     ("receiver.latency.p99.9 == 12ms", True), ("receiver.latency.max != 30ms", False),
@@ -64,6 +65,9 @@ def test_each_operator_and_unit_passes_and_fails(text: str, expected: bool) -> N
 @pytest.mark.parametrize(("text", "says"), [
     ("receiver.latency.p99 < 5", "give 5 a unit of time"),
     ("receiver.latancy.p99 < 5ms", "did you mean receiver.latency.p99?"),
+    # a group's percentile without its metric: the group's own (a receiver's is latency)
+    ("receiver.p99 < 5ms", "did you mean receiver.latency.p99?"),
+    ("sender.p50 < 5ms", "did you mean sender.service.p50?"),
     ("thruput > 5", "unknown figure 'thruput'"),
     ("receiver.latency.p95 < 5ms", "a percentile of latency is one of"),
     ("sender.latency.p99 < 5ms", "group sender records no latency"),

@@ -71,7 +71,7 @@ COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, ">": operator.gt}
 
 _TOKEN = re.compile(r"""\s*(?:
-    (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)(?P<unit>ns|us|µs|ms|s\b|%|/s)?
+    (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*(?P<unit>ns|us|µs|ms|s\b|%|/s)?
   | (?P<name>[A-Za-z_]\w*(?:\.(?:p\d+(?:\.\d+)?|[A-Za-z_]\w*))*)
   | (?P<op><=|>=|==|!=|<|>|[-+*/()]))""", re.VERBOSE)
 
@@ -286,6 +286,11 @@ class _Parser:
         if figure in GROUP_FIGURES:
             raise self.fail(f"{figure} belongs to a group: name it ({next(iter(self.groups))}"
                             f".{figure})")
+        if first in self.groups and (rest in PERCENTILES) and self.groups[first]:
+            # A group's percentile without its metric: the metric the group is read by.
+            metrics = self.groups[first]
+            head = "latency" if "latency" in metrics else metrics[0]
+            raise self.fail(f"unknown figure {name!r}; did you mean {first}.{head}.{rest}?")
         import difflib
         named = [f"{g}.{f}" for g, metrics in self.groups.items() for f in
                  (*COUNTS, *GROUP_FIGURES, "target", *(f"{m}.{p}" for m in metrics
