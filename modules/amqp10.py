@@ -133,6 +133,7 @@ def _links() -> Any:
 
 
 class Amqp10Transport(DrivenTransport, Declarations, Acknowledgements, TemporaryQueues):
+    confirmations = "settlements (dispositions)"
     name = "amqp10"
     default_port = DEFAULT_PORT
     flavours = tuple(FLAVOURS)

@@ -177,6 +177,7 @@ def _topic_problems(settings: Settings[Any]) -> list[str]:
 
 
 class MqttTransport(NetworkTransport, FramedSends, ClientLoop, Multiplexed, TemporaryQueues):
+    confirmations = "acknowledgements (PUBACK, PUBCOMP)"
     name = "mqtt"
     default_port = DEFAULT_PORT
     binds = True

@@ -59,8 +59,10 @@ def test_three_competing_receivers_share_three_partitions_without_loss(harness, 
     assigned = re.findall(r"receiver: rebalance: partitions ([\d, ]*) of", done.stderr)
     assert len(assigned) == rebalances, done.stderr
     assert {int(n) for line in assigned for n in line.split(", ") if n} == {0, 1, 2}
-    # acks all: each send's delivery report is timed as its confirm.
+    # acks all: each send's delivery report is timed as its confirm, and called so.
     assert sender["confirm"]["p50"] > 0
+    assert "sender: delivery reports p50" in done.stdout and "publisher confirms" not in \
+        done.stdout
     # Keys made of the producer and its sequence number spread the sends over every partition.
     counts = partitions_used(name)
     assert len(counts) == 3 and all(c > 0.2 * sum(counts) for c in counts), counts

@@ -649,5 +649,5 @@ def test_a_window_of_unacknowledged_sends_is_held_as_given(tmp_path: Path,
             "-o", str(tmp_path / f"amqp10-{confirm}")), capture_output=True, text=True,
             timeout=120, env=env(), cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-        timed = "publisher confirms p50" in done.stdout
+        timed = "settlements (dispositions) p50" in done.stdout
         assert timed == (confirm != "0"), done.stdout

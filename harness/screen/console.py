@@ -212,7 +212,7 @@ def _group_details(console: Console, summary: dict[str, Any]) -> None:
                           "broker's answer)", highlight=False)
         if "confirm" in g:
             q = g["confirm"]
-            console.print(f"{name}: publisher confirms p50 {format_us(q['p50'])} p90 "
+            console.print(f"{name}: {confirmations(g['module'])} p50 {format_us(q['p50'])} p90 "
                           f"{format_us(q['p90'])} p99 {format_us(q['p99'])} p99.9 "
                           f"{format_us(q['p99.9'])} max {format_us(q['max'])} (send to the "
                           "broker's confirmation)")
@@ -226,6 +226,16 @@ def _group_details(console: Console, summary: dict[str, Any]) -> None:
             console.print(f"{name}: lag {g['lag']} at the end (messages waiting at the "
                           "broker that its consumers had not taken, as last read)",
                           highlight=False)
+
+
+def confirmations(module: str) -> str:
+    """What the module's protocol calls the broker's word on a send (Kafka's delivery
+    reports, AMQP's publisher confirms ...)."""
+    from harness.modules import TRANSPORTS, transport_class
+
+    transport = module.partition(".")[0]
+    return transport_class(transport).confirmations if transport in TRANSPORTS else \
+        "confirmations"
 
 
 def _run_figures(console: Console, summary: dict[str, Any]) -> None:

@@ -48,6 +48,7 @@ from harness.modules.kit.driven import DrivenTransport
 class AmqpTransport(Turning, Connection, Topology, Publishing, Consuming, DrivenTransport,
                     Declarations, Acknowledgements, Transactions, TemporaryQueues,
                     Multiplexed):
+    confirmations = "publisher confirms"
     name = "amqp"
     default_port = DEFAULT_PORT
     flavours = FLAVOURS

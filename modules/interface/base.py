@@ -85,6 +85,9 @@ class Transport(ABC):
     # --tls, tls_port where it differs.
     default_port: ClassVar[int] = 0
     tls_port: ClassVar[int] = 0
+    # What the broker's word on a send is called in this protocol, for the `confirm` metric's
+    # line (from a send to that word).
+    confirmations: ClassVar[str] = "confirmations"
     # Whether it connects from the local address it is given (Settings.source_address,
     # --source-addresses); where not, the option is refused.
     binds: ClassVar[bool] = False

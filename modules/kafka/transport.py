@@ -39,6 +39,7 @@ from harness.modules.kit.inline import InlineFrames
 class KafkaTransport(Connection, Topics, Producing, Consuming, Gauges, Transport,
                      Declarations, FramedSends, InlineFrames, ClientLoop, Acknowledgements,
                      Transactions, TemporaryQueues, PartitionOrder):
+    confirmations = "delivery reports"
     name = "kafka"
     default_port = DEFAULT_PORT
     description = "Kafka via confluent-kafka (librdkafka): topics, consumer groups"

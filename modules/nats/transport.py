@@ -54,6 +54,7 @@ class NatsTransport(Turning, Publishing, Connection, Streams, Consuming, DrivenT
     # large share of an unthrottled producer's cost (the bare loop writes only when
     # nats-py's buffer fills).
     write_every = 256
+    confirmations = "JetStream publish acknowledgements"
     name = "nats"
     files = 4  # the socket, and its own event loop's epoll and self-pipe
     default_port = DEFAULT_PORT
