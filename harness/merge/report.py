@@ -239,10 +239,11 @@ def render(report: dict[str, Any], title: str) -> str:
                                         ("p50", "p90", "p99", "p99.9", "max"))]
              for tag, t in sorted(run["tags"].items())]))
         parts.append(_table(
-            ["group", "role", "rate/s", "sent", "received", "errors", "lost", "duplicated",
-             "reordered", "corrupt", "clamped", "unsent", "client CPU us/msg",
-             "msg/s per core"],
-            [[g, v["role"], f"{v['rate']:,.1f}", v.get("sent", 0), v.get("received", 0),
+            ["group", "role", "rate/s", "sent", "taken", "in doubt", "received", "errors",
+             "lost", "duplicated", "reordered", "corrupt", "clamped", "unsent",
+             "client CPU us/msg", "msg/s per core"],
+            [[g, v["role"], f"{v['rate']:,.1f}", v.get("sent", 0), v.get("taken", "-"),
+              v.get("in_doubt", 0), v.get("received", 0),
               v.get("errors", 0), v.get("lost", 0), v.get("duplicated", 0),
               v.get("reordered", 0), v.get("corrupt", 0), v.get("clamped", 0),
               v.get("unsent", 0), *cost_cells(v)] for g, v in run["groups"].items()]))
