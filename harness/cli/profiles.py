@@ -21,9 +21,11 @@ def profiles_list(
         help="Where to look (default: the profiles shipped with harness).",
         show_default=False)] = None,
 ) -> None:
-    """Each profile with the first line of its header comment."""
+    """Each profile with the first line of its header comment: a shipped one by the name
+    `harness run NAME` takes, one of another directory by its file name."""
     from harness.experiments.profile import listing, shipped_dir
 
+    shipped = directory is None
     directory = directory or shipped_dir()
     if not directory.is_dir():
         raise BadInput("DIRECTORY", f"{directory} is not a directory")
@@ -31,7 +33,7 @@ def profiles_list(
     table.add_column("profile", no_wrap=True)
     table.add_column("what it is", overflow="fold")
     for file, what in listing(directory):
-        table.add_row(file.name, what)
+        table.add_row(file.stem if shipped else file.name, what)
     console.print(table)
 
 
