@@ -172,8 +172,9 @@ def test_returned_mandatory_messages_count_as_failed_sends(harness, brokers):
     assert sender["sent"] == 100
     assert sender["errors"] == sender["refused"] == 100
     assert "NO_ROUTE" in done.stdout + done.stderr
-    # The group's rate is what it sent; the broker kept none of it.
-    assert sender["rate"] > 0 and done.summary["throughput"]["received_by_broker"] == 0
+    # The group's rate and count are what the broker took: none of it.
+    assert sender["taken"] == sender["count"] == sender["rate"] == 0
+    assert sender["untaken"] == 100 and done.summary["throughput"]["received_by_broker"] == 0
 
 
 def dead_lettered_queue(q: str) -> tuple[str, dict[str, str]]:
