@@ -87,47 +87,44 @@ class _Producer(Worker):
         offset = EPOCH_OFFSET_NS
         seq = 0
         in_transaction: list[int] = []  # what this transaction sent so far
-        try:
-            for intended, now, properties in self.due_sends(group.messages):
-                if cards:
-                    body, crc = deck[seq % cards]
-                    size = len(body)
-                try:
-                    if framed:
-                        send_frame(destination, plain_frame(head, seq, intended + offset,
-                                                            now + offset, crc, body), seq)
-                    else:
-                        send(destination, Message(body, producer, seq, intended + offset,
-                                                  now + offset, crc, properties, correlation,
-                                                  None, persistent))
-                except TransportError as exc:
-                    if exc.kind == ROLLED_BACK:  # this send, and the transaction before it
-                        self.uncommitted(in_transaction, exc)
-                        in_transaction = []
-                    self.send_failed(seq, size, intended, exc)
-                    seq += 1
-                    out.position = seq
-                    self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
-                    continue
-                done = now_ns()
-                rec.service.append((done - now) // 1000)
-                if schedule is not None:
-                    rec.delay.append((now - intended) // 1000)
-                rec.sent += 1
-                rec.bytes += size
-                if transacted:
-                    in_transaction.append(seq)
-                seq += 1
-                # Kept as it goes: the interval boundary (move_to, inside due_sends) marks
-                # where the measured span begins and ends in these numbers.
-                out.position = seq
-                if transacted and seq % commit_count == 0:
-                    self.commit(in_transaction)
+        for intended, now, properties in self.due_sends(group.messages):
+            if cards:
+                body, crc = deck[seq % cards]
+                size = len(body)
+            try:
+                if framed:
+                    send_frame(destination, plain_frame(head, seq, intended + offset,
+                                                        now + offset, crc, body), seq)
+                else:
+                    send(destination, Message(body, producer, seq, intended + offset,
+                                              now + offset, crc, properties, correlation,
+                                              None, persistent))
+            except TransportError as exc:
+                if exc.kind == ROLLED_BACK:  # this send, and the transaction before it
+                    self.uncommitted(in_transaction, exc)
                     in_transaction = []
-            if transacted and seq % commit_count:
-                self.commit(in_transaction)
-        finally:
+                self.send_failed(seq, size, intended, exc)
+                seq += 1
+                out.position = seq
+                self.sleep_until(now_ns() + int(ERROR_PAUSE_S * 1e9))
+                continue
+            done = now_ns()
+            rec.service.append((done - now) // 1000)
+            if schedule is not None:
+                rec.delay.append((now - intended) // 1000)
+            rec.sent += 1
+            rec.bytes += size
+            if transacted:
+                in_transaction.append(seq)
+            seq += 1
+            # Kept as it goes: the interval boundary (move_to, inside due_sends) marks
+            # where the measured span begins and ends in these numbers.
             out.position = seq
+            if transacted and seq % commit_count == 0:
+                self.commit(in_transaction)
+                in_transaction = []
+        if transacted and seq % commit_count:
+            self.commit(in_transaction)
 
 
 class Sender(_Producer):
