@@ -143,9 +143,16 @@ def test_a_transport_plug_in_built_from_the_manual_installs_and_runs(installed: 
                    "-g", "-m memory.Receiver -d Q")
         assert done.returncode == 0, done.stderr
         memory_example_ran(tmp_path / "runs")
-        # A module of a transport nobody registered is refused, naming every registered one.
-        wrong = run(installed, tmp_path, "run", "-m", "memroy.Sender", "-d", "Q", "-rl", "1")
-        assert wrong.returncode == 2 and "memory.<" in wrong.stderr, wrong.stderr
+        # A module of a transport nobody registered is refused: a slip of the keys is told the
+        # plug-in's module it meant, a name like none is told every registered transport.
+        slip = run(installed, tmp_path, "run", "-m", "memroy.Sender", "-d", "Q", "-rl", "1")
+        assert slip.returncode == 2, slip.stderr
+        assert "did you mean memory.Sender?" in slip.stderr, slip.stderr
+        wrong = run(installed, tmp_path, "run", "-m", "zzz.Sender", "-d", "Q", "-rl", "1")
+        assert wrong.returncode == 2, wrong.stderr
+        transports = wrong.stderr.split("a transport of ", 1)[1].split(" and a role", 1)[0]
+        assert "memory" in transports.split(", ") and "kafka" in transports.split(", "), \
+            wrong.stderr
     finally:
         subprocess.run([*pip, "uninstall", "--yes", "harness-memory"], check=True,
                        timeout=120)
