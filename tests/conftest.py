@@ -30,7 +30,8 @@ SERVER_MODULES = {"test_amqp", "test_fault_matrix", "test_http", "test_mqtt", "t
 SERVER_TESTS = {"test_a_send_no_broker_answers_is_in_doubt_after_send_timeout"}
 SPARK_MODULES = {"test_bench", "test_distributed", "test_distributed_stops", "test_install",
                  "test_merge", "test_spark_submit"}
-SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases"}
+SPARK_TESTS = {"test_a_merged_run_of_nodes_started_apart_keeps_each_nodes_phases",
+               "test_each_merge_in_the_manual_merges_node_runs_and_is_viewed"}
 # The whole suite (contrib/setup/test.sh) runs these alone, one test at a time: they time
 # the machine (its CPU, a paced schedule) or wait on a broker's timing (a Kafka consumer
 # group forms in seconds on Tansu, more beside another test's load; Prometheus scrapes each
@@ -99,6 +100,8 @@ BROWSER_TESTS = {"test_a_stepped_runs_report_draws_rate_against_latency_in_chrom
 # Runs of several seconds each (over 4 s on a 2-core machine): the quick tier leaves them
 # out too (-m "not slow") so that it stays under 3 minutes.
 SLOW_TESTS = {
+    # the manual's loopback runs, each for real, a few seconds each
+    "test_each_loopback_run_in_the_manual_runs",
     # every subcommand on every kind of bad file: sixty commands, a second each
     "test_every_command_refuses_a_bad_file_in_one_line",
     "test_every_reader_of_runs_refuses_a_bad_run_directory_in_one_line",
@@ -620,7 +623,7 @@ def redelivered_beside_a_killed_receiver(tmp_path: Path, module: str, queue: str
     sent, got = summary["groups"]["sender"], summary["groups"]["receiver"]
     assert got["redelivered"] > 0, "the killed receiver held nothing"
     assert f"receiver: {got['redelivered']} messages redelivered" in out
-    assert got["errors"] == 0
+    assert got["errors"] == 0, [line for line in out.splitlines() if "err" in line]
     (delivery,) = summary["delivery"]
     assert got["received"] - got["duplicated"] + delivery["missing"] == sent["sent"]
     return summary

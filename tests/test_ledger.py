@@ -57,6 +57,51 @@ def test_sends_the_broker_did_not_take_come_off_the_rate_when_the_word_comes_lat
            "count are the 160 the broker took" in console.export_text()
 
 
+def planted_summary(spec: dict[str, Any],
+                    records: list[tuple[str, dict[str, int]]]) -> dict[str, Any]:
+    """The summary of a one-group run whose intervals counted these, one a second."""
+    run = RunSpec(groups=[group_spec(spec)])
+    run.groups[0].name = "sender"
+    metrics = {0: metrics_for(run.groups[0])}
+    stats = RunStats(run, metrics)
+    for index, (phase, counts) in enumerate(records):
+        part = GroupPart({**dict.fromkeys(COUNTERS, 0), **counts},
+                         {m: encode(new_histogram()) for m in metrics[0]}, 0, 1, 1, 0)
+        stats.merge(index, float(index), [IntervalReport(
+            0, 1, index, index * 10**9, 1.0, False, 0.0, phase, groups={0: part})], None)
+    return stats.summary()
+
+
+@pytest.mark.parametrize(("qos", "took"), [(1, "confirmed"), (0, "written")])
+def test_each_send_attempted_is_counted_in_exactly_one_outcome(qos: int, took: str) -> None:
+    """Planted: 300 sends made in three intervals (warm-up, measured, drain) of which the
+    broker refused 7 and a fault hid 11; 4 more raised and never left, and 2 were due but
+    unsent at the stop. The outcomes add up to the 306 attempted, none nets against another,
+    and a group whose broker acknowledges nothing (MQTT QoS 0) counts what it took as
+    written."""
+    from harness.stats.slo import parse
+
+    spec = {"module": "mqtt.Publisher", "destination": "T", "qos": qos}
+    summary = planted_summary(spec, [
+        ("warmup", {"sent": 100, "failed": 1}),
+        ("measure", {"sent": 100, "refused": 7, "untaken": 7, "failed": 3}),
+        ("drain", {"sent": 100, "in_doubt": 11, "unsent": 2}),
+    ])
+    outcomes = summary["groups"]["sender"]["outcomes"]
+    assert outcomes == {took: 282, "refused": 7, "in_doubt": 11, "failed": 4, "unsent": 2,
+                        "attempted": 306}
+    console = Console(record=True, width=300)
+    print_summary(console, summary, "RUN")
+    assert f"sender: 306 sends attempted: 282 {took}, 7 refused, 11 in doubt, 4 failed, " \
+           "2 unsent" in console.export_text()
+    # --slo reads them, as it reads every count; `failed` the counter, which as every count
+    # of the summary leaves the warm-up out.
+    groups = {"sender": metrics_for(group_spec(spec))}
+    for text, holds in ((f"{took} == 282", True), ("sender.attempted == 306", True),
+                        ("failed == 3", True), (f"{took} > 282", False)):
+        assert parse(text, groups, {}).judge(summary, {})[0] is holds, text
+
+
 class Witness:
     """What the broker took of the run's sends, counted on a connection of its own, straight
     to the broker: started before the run, read after it."""

@@ -1,8 +1,10 @@
 """The manual's commands, run: every `harness ...` line of a shell block in README.md and
 contrib/docs/docs/*.md. A `harness run` is run with --check (everything checked, nothing
-connected or written), from a folder holding the files the commands name; the other
-commands run as they are, against a run the test makes, or are listed here with why not.
-Every --slo expression in the manual is parsed too."""
+connected or written), from a folder holding the files the commands name, and those on the
+loopback broker run for real too, for a second; `harness merge` merges node runs made as
+the manual makes them and `harness view` reads what it wrote; `harness serve` answers a
+request; the other commands run as they are, against a run the test makes, or are listed
+here with why not. Every --slo expression in the manual is parsed too."""
 
 from __future__ import annotations
 
@@ -22,18 +24,13 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "contrib" / "docs" / "docs").glob("
 # Commands shown with a placeholder (`...`, a master of the reader's own) that --check
 # cannot take as they are: why, by a part of the command.
 NOT_CHECKED = {
-    "harness run ...": "a fragment: the flags to add to a run of the reader's own",
+    "harness run ...": "a fragment: the flags to add to a run of the reader's own (the node "
+                       "runs of the merge test stand in for it)",
     "spark://master:7077": "a cluster of the reader's own (the standalone cluster's command "
                            "beside it is checked)",
     "mosquitto-many.pid": "a broker started by the broker script's mosquitto-many, whose "
                           "pid file --broker-pid reads (tests/test_clients.py runs it)",
-    "harness merge": "Spark: tests/test_merge.py, test_distributed.py and "
-                     "test_spark_submit.py run harness merge of nodes' directories",
-    "harness serve": "serves until stopped: tests/test_watching.py opens its page in headless "
-                     "Chromium and drives it",
     "harness runs --ui": "a screen, until q: tests/test_watching.py drives the list",
-    "harness view merged": "the output of the harness merge above (test_distributed.py views "
-                           "a merged run)",
 }
 
 
@@ -134,7 +131,132 @@ def a_run(tmp_path_factory) -> Path:
     return run
 
 
-OTHERS = [c for c in CASES if not is_run(c[1])]
+MERGES = [c for c in CASES if c[1].startswith("harness merge")]
+SERVES = [c for c in CASES if c[1].startswith("harness serve")]
+MERGED_VIEWS = [c for c in CASES if c[1].startswith("harness view merged")]
+OTHERS = [c for c in CASES if not is_run(c[1]) and c not in MERGES + SERVES + MERGED_VIEWS]
+LOOPBACK = [c for c in RUNS if re.search(r"-m\s+loopback\.", c[1]) and "..." not in c[1]]
+
+
+def test_the_manual_has_commands_of_each_kind_to_run():
+    assert len(MERGES) >= 2 and len(SERVES) >= 2 and len(LOOPBACK) >= 8
+    # Every merged run the manual views is one a merge on the same page wrote.
+    assert {p for p, _ in MERGED_VIEWS} <= {p for p, _ in MERGES}
+
+
+def shell(command: str, where: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """A manual's line as the reader's shell runs it, `harness` this checkout's."""
+    return subprocess.run(
+        ["bash", "-c", f"harness() {{ {sys.executable} -m harness \"$@\"; }}; {command}"],
+        capture_output=True, text=True, timeout=timeout, cwd=where, env=env(),
+        stdin=subprocess.DEVNULL)
+
+
+def shortened(command: str, port: int) -> str:
+    """A loopback run of the manual, cut to a second measured after no warm-up, its page
+    (if it serves one) on a free port, its files under runs/."""
+    line = re.sub(r"(-rl|--run-length)\s+\d+", r"\1 1", command)
+    line = re.sub(r"(-sw|--warmup)\s+\d+", r"\1 0", line)
+    line = re.sub(r"--serve\s+\d+", f"--serve {port}", line)
+    for flag, given in (("--no-ui", "--no-ui"), ("-o runs", " -o ")):
+        if given not in line:
+            line += f" {flag}"
+    return line
+
+
+@pytest.mark.parametrize(("page", "command"), LOOPBACK,
+                         ids=[f"{p}:{c[12:60]}" for p, c in LOOPBACK])
+def test_each_loopback_run_in_the_manual_runs(page, command, tmp_path):
+    """Shortened to a second, on the loopback broker, which needs no server: it runs to its
+    end, and writes a run whose producers counted what they sent and whose consumers
+    received it all."""
+    from tests.conftest import free_port
+
+    line = shortened(command, free_port())
+    done = shell(line, tmp_path, 120)
+    assert done.returncode == 0, f"{page}: {line}\n{done.stderr}"
+    (run,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    groups = summary["groups"]
+    assert all(g["count"] > 0 for g in groups.values()), (line, groups)
+    assert all(g["lost"] == 0 for g in groups.values()), (line, groups)
+
+
+def made_nodes(flags: str, names: list[str], where: Path) -> None:
+    """The node runs a merge of the manual names (`client1/*-run`), made as the manual makes
+    them: its `harness run ... --run-id ID --node NODE --nodes N` with a loopback load for
+    the `...`, each node its own name, moved to the path named."""
+    for named in names:
+        node = named.split("/")[0]
+        out = where / f"made-{node}"
+        mine = re.sub(r"--node\s+\S+", f"--node {node}", flags)
+        done = shell(f"harness run -m loopback.Sender -d Q -rt 200 -rl 1 -sw 0 -ss 1 --no-ui "
+                     f"-o {out} -g '-m loopback.Receiver -d Q' {mine}", where, 120)
+        assert done.returncode == 0, done.stderr
+        (run,) = out.iterdir()
+        target = where / named.replace("*", "20261122T101500Z")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        run.rename(target)
+
+
+@pytest.mark.parametrize(("page", "command"), MERGES, ids=[p for p, _ in MERGES])
+def test_each_merge_in_the_manual_merges_node_runs_and_is_viewed(page, command, tmp_path):
+    """The page's node runs made, its merge run as written (on an embedded Spark), and the
+    page's `harness view merged` of what the merge wrote: the merged summary counts every
+    node's messages."""
+    (fragment,) = {c for p, c in CASES if p == page and c.startswith("harness run ...")
+                   and "--run-id" in c}
+    flags = fragment.removeprefix("harness run ...")
+    names = command.split(" -o ")[0].split()[2:]
+    made_nodes(flags, names, tmp_path)
+    done = shell(command, tmp_path)
+    assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
+    output = tmp_path / command.split(" -o ")[1].split()[0]
+    (merged,) = json.loads((output / "summary.json").read_text())["runs"].values()
+    nodes = [json.loads((tmp_path / n.replace("*", "20261122T101500Z") / "summary.json")
+                        .read_text()) for n in names]
+    assert merged["groups"]["sender"]["count"] == \
+        sum(n["groups"]["sender"]["count"] for n in nodes), merged["groups"]
+    views = [c for p, c in MERGED_VIEWS if p == page]
+    assert views
+    for view in views:
+        seen = shell(view, tmp_path, 120)
+        assert seen.returncode == 0, f"{page}: {view}\n{seen.stderr}"
+        assert "sender" in seen.stdout and "receiver" in seen.stdout, seen.stdout
+
+
+@pytest.mark.parametrize(("page", "command"), SERVES, ids=[p for p, _ in SERVES])
+def test_each_serve_in_the_manual_answers_a_request(page, command, a_run, tmp_path):
+    """Run as written but for its port (a free one), beside a runs/ holding a run: the page
+    it serves answers, titled with the directory it lists, and Ctrl-C stops it."""
+    import signal
+    import time
+    import urllib.request
+
+    from tests.conftest import free_port
+
+    shutil.copytree(a_run, tmp_path / "runs" / a_run.name)
+    port = free_port()
+    argv = [sys.executable, "-m", "harness", *re.sub(r"--port\s+\d+", f"--port {port}",
+                                                     command).split()[1:]]
+    server = subprocess.Popen(argv, cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline, page_text = time.monotonic() + 60, ""
+        while not page_text:
+            assert server.poll() is None, server.communicate()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as answer:
+                    assert answer.status == 200
+                    page_text = answer.read().decode()
+            except OSError:
+                assert time.monotonic() < deadline, f"{page}: {command}: nothing served"
+                time.sleep(0.2)
+        assert "harness: runs" in page_text, page_text[:500]
+    finally:
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate(timeout=30)
+    assert server.returncode == 0 and "Traceback" not in err, (out, err)
 
 
 @pytest.mark.parametrize(("page", "command"), OTHERS, ids=[f"{p}:{c[8:50]}" for p, c in OTHERS])
@@ -152,10 +274,7 @@ def test_each_other_command_in_the_manual_runs(page, command, a_run, tmp_path):
             recorded = json.loads(manifest.read_text())
             recorded["options"]["label"] = labels
             manifest.write_text(json.dumps(recorded))
-    done = subprocess.run(
-        ["bash", "-c", f"harness() {{ {sys.executable} -m harness \"$@\"; }}; {command}"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env(),
-        stdin=subprocess.DEVNULL)
+    done = shell(command, tmp_path)
     assert done.returncode == 0, f"{page}: {command}\n{done.stderr}"
 
 

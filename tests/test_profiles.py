@@ -69,6 +69,23 @@ def test_the_cli_reports_every_problem_on_a_line_of_its_own(harness: Any,
         ], done.stderr
 
 
+def test_a_misspelt_shipped_profile_is_named_with_the_one_meant(harness: Any) -> None:
+    """By every command that takes a profile by name: one line, exit 2, the profile meant;
+    a name like none is told that it cannot be read, as a missing file is."""
+    for command in (("run", "quickstrat", "--check"), ("profiles", "show", "wmb-pubsb"),
+                    ("profiles", "validate", "quickstrat.yaml")):
+        done = harness(*command, output=False)
+        meant = "quickstart" if "quick" in command[-1] or "quick" in command[1] else \
+            "wmb-pubsub"
+        assert done.code == 2, done.stderr
+        assert done.stderr.splitlines() == [
+            f"harness: error: PROFILE: {command[2] if command[0] == 'profiles' else command[1]}"
+            f": no such file, nor a shipped profile; did you mean {meant}? (`harness profiles "
+            "list` lists them)"], done.stderr
+    unlike = harness("run", "zzzz", "--check", output=False)
+    assert unlike.code == 2 and "cannot read zzzz" in unlike.stderr, unlike.stderr
+
+
 def test_shipped_profiles_load_and_say_what_they_reproduce() -> None:
     shipped = sorted((ROOT / "profiles").glob("*.yaml"))
     names = {p.stem for p in shipped}

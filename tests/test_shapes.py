@@ -382,6 +382,39 @@ def test_compare_draws_runs_on_shared_axes_labelled_by_what_differs(harness, tmp
     assert alone.code == 2 and "give two runs or more" in alone.stderr
 
 
+def test_compare_lines_up_a_queue_run_and_a_topic_run_by_role(harness, tmp_path):
+    """A queue's run (sender, receiver) beside a topic's (publisher, subscriber), chosen by
+    --last as a user lists them: they share no group name, so the consumer's latency of each
+    is compared; the labels name the modules, not the options only one of them set; a tag
+    one run lacks is refused naming what the runs share by role."""
+    for producer, consumer in (("Sender", "Receiver"), ("Publisher", "Subscriber")):
+        done = harness("run", "-m", f"loopback.{producer}", "-d", "D", "-rt", "300",
+                       "-g", f"-m loopback.{consumer} -d D", "-rl", "1", "-ss", "1", "-o",
+                       str(tmp_path / "history" / producer), output=False, timeout=60)
+        assert done.code == 0, done.stderr
+    page = tmp_path / "compare.html"
+    done = harness("compare", "--last", "2", "--runs-dir", str(tmp_path / "history"), "-o",
+                   str(page), output=False)
+    assert done.code == 0, done.stderr
+    assert "wrote " in done.stdout and "(consumer.latency: by role, each run's one consumer " \
+        "group: receiver.latency, subscriber.latency)" in done.stdout, done.stdout
+    labels = [line for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert labels[0].endswith("receiver.module=loopback.Receiver, "
+                              "sender.module=loopback.Sender"), labels
+    assert labels[1].endswith("publisher.module=loopback.Publisher, "
+                              "subscriber.module=loopback.Subscriber"), labels
+    html = page.read_text()
+    assert "<h1>harness compare: consumer.latency</h1>" in html
+    figure = html.split('aria-label="consumer.latency: percentile distribution (nines axis)"')[
+        1].split("</svg>")[0]
+    assert figure.count("<polyline") == 2
+    wrong = harness("compare", "--last", "2", "--runs-dir", str(tmp_path / "history"), "--tag",
+                    "receiver.latency", "-o", str(page), output=False)
+    assert wrong.code == 2 and "RUN_DIR" not in wrong.stderr, wrong.stderr
+    assert "--tag: 'receiver.latency' is not in" in wrong.stderr
+    assert "by role, the runs share consumer.latency" in wrong.stderr, wrong.stderr
+
+
 # -- backlog, then drain -----------------------------------------------------------------------
 
 def test_consumers_held_until_the_backlog_then_drain_it(harness):

@@ -3,6 +3,7 @@ cause into one line and an exit code."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -19,9 +20,10 @@ from harness.experiments.profile import ProfileError
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Load generator for message brokers: paced workers, HDR latency, "
                        "interval statistics.")
-# Where output is not a terminal (pipes, CI, log files) lines must not wrap at 80 columns.
+# Where output is not a terminal (pipes, CI, log files) lines must not wrap at 80 columns;
+# COLUMNS, where set, says how wide it is read.
 console = Console(highlight=False, soft_wrap=not sys.stdout.isatty(),
-                  width=None if sys.stdout.isatty() else 200)
+                  width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

@@ -201,6 +201,7 @@ class Clients(ClientConnections, Worker):
         if i in self.closed:  # its reconnection failed: a send that cannot be made
             out.position = seq + 1
             rec.error("send", "not connected: its reconnection failed")
+            rec.failed += 1
             out.failed.append(seq)
             return
         body, crc = out.body, out.crc

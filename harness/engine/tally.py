@@ -92,6 +92,7 @@ class Tally:
             # The number is not used again (the broker may have taken the message): the
             # reconciliation takes it out of consumers' losses.
             rec.error(exc.kind or "send", exc)
+            rec.failed += 1
             self.out.failed.append(seq)
         if self.schedule is not None:  # never sent: delayed at least until it failed
             rec.delay.append((now_ns() - intended) // 1000)

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from harness.distributed.cluster import ClusterSpec, cluster_from
+from harness.errors import BadInput
 from harness.experiments.profile_build import Builder, expand_omb, scenario_run
 from harness.experiments.profile_check import check_sections, check_shapes, unique_problems
 from harness.experiments.profile_yaml import (
@@ -260,6 +261,12 @@ def find_profile(path: Path) -> Path:
         shipped = shipped_dir() / candidate
         if shipped.is_file():
             return shipped
+    import difflib
+    names = sorted(p.stem for p in shipped_dir().glob("*.yaml"))
+    near = difflib.get_close_matches(path.name.removesuffix(".yaml"), names, n=1, cutoff=0.6)
+    if near:
+        raise BadInput("PROFILE", f"{path}: no such file, nor a shipped profile; did you mean "
+                       f"{near[0]}? (`harness profiles list` lists them)")
     return path
 
 

@@ -21,6 +21,7 @@ from harness.merge.report import (
     run_point_charts,
     step_asked,
 )
+from harness.modules.interface.roles import ROLES
 from harness.units import format_us
 
 # What says nothing of how a run was set up: left out of the labels.
@@ -54,12 +55,15 @@ def setup_of(manifest: dict[str, Any]) -> dict[str, str]:
 
 
 def labels(manifests: list[dict[str, Any]]) -> list[str]:
-    """Each run's label: the settings whose values differ between the runs (its run id
-    where none does, or where two runs would read alike)."""
+    """Each run's label: the settings whose values differ between the runs, of those set in
+    every run, and each group's module where the runs' groups differ (a queue's run beside a
+    topic's: not the other transport's options, empty in the run that did not use them); its
+    run id where none does, or where two runs would read alike."""
     setups = [setup_of(m) for m in manifests]
     keys = sorted({k for s in setups for k in s})
-    differ = [k for k in keys if len({s.get(k, "") for s in setups}) > 1]
-    out = [", ".join(f"{k}={s.get(k, '')}" for k in differ) or m.get("run_id", "?")
+    differ = [k for k in keys if len({s.get(k, "") for s in setups}) > 1 and
+              (all(s.get(k) for s in setups) or k.endswith(".module"))]
+    out = [", ".join(f"{k}={s[k]}" for k in differ if s.get(k)) or m.get("run_id", "?")
            for s, m in zip(setups, manifests, strict=True)]
     if len(set(out)) < len(out):
         out = [f"{label} ({m.get('run_id', '?')})" if label else m.get("run_id", "?")
@@ -113,6 +117,44 @@ def render_compare(runs: list[dict[str, Any]], names: list[str], tag: str,
             + "".join(parts) + "</body></html>\n")
 
 
+# The sides a group's role puts it on, by which runs whose groups are named otherwise line up
+# (a Receiver's latency beside a Subscriber's): a consumer, a producer, a requestor.
+SIDES = ("consumer", "producer", "requestor")
+
+
+def side_of(module: str) -> str | None:
+    role = ROLES.get(module.partition(".")[2])
+    if role is None:
+        return None
+    if role.asks:
+        return "requestor"
+    if role.consumes:
+        return "consumer"
+    return "producer" if role.produces else None
+
+
+def by_side(run: dict[str, Any], manifest: dict[str, Any]) -> dict[str, str]:
+    """A run's groups by side, where the side has exactly one group: {side: group}."""
+    sides: dict[str, list[str]] = {}
+    for group in (manifest.get("options") or {}).get("groups") or []:
+        side = side_of(str(group.get("module", "")))
+        if side is not None and group.get("name") in run["groups"]:
+            sides.setdefault(side, []).append(group["name"])
+    return {side: names[0] for side, names in sides.items() if len(names) == 1}
+
+
+def lined_up(runs: list[dict[str, Any]], manifests: list[dict[str, Any]]) -> None:
+    """Each run's tags and groups also under its sides' names (consumer.latency, producer),
+    so that runs whose groups are named otherwise compare by role."""
+    for run, manifest in zip(runs, manifests, strict=True):
+        for side, group in by_side(run, manifest).items():
+            run["groups"].setdefault(side, run["groups"][group])
+            for tag in list(run["tags"]):
+                name, _, metric = tag.rpartition(".")
+                if name == group:
+                    run["tags"].setdefault(f"{side}.{metric}", run["tags"][tag])
+
+
 def compare(run_dirs: list[Path], tag: str | None = None) -> tuple[str, list[str], str]:
     """compare.html's text for the runs, each run's label, and the tag compared."""
     from harness.merge.build import report_run
@@ -125,11 +167,32 @@ def compare(run_dirs: list[Path], tag: str | None = None) -> tuple[str, list[str
         merged = report_run(run_dir)
         runs.append(merged.report["runs"][0])
         manifests.append(load(run_dir).manifest)
-    tag = tag or headline_tag(runs)
+    named = {t for run in runs for t in run["tags"]}
+    lined_up(runs, manifests)
+    if tag is None:
+        common = set.intersection(*(set(r["tags"]) for r in runs))
+        if not common & named and not any(t.partition(".")[0] in SIDES for t in common):
+            raise BadInput("--tag", "the runs have no group, and no role with one group in "
+                           "each, in common: name their groups alike (-gn) and give --tag "
+                           "GROUP.METRIC")
+        # By group name where the runs share one, else by role.
+        tag = headline_tag([{"tags": {t: None for t in common & named}}]) if common & named \
+            else headline_tag(runs)
     for run_dir, run in zip(run_dirs, runs, strict=True):
         if tag not in run["tags"]:
+            sides = sorted({t for t in run["tags"] if t.partition(".")[0] in SIDES} &
+                           set.intersection(*(set(r["tags"]) for r in runs)))
+            hint = f"; by role, the runs share {', '.join(sides)}" if sides else \
+                "; name the runs' groups alike (-gn) to compare them"
             raise BadInput("--tag", f"{tag!r} is not in {run_dir} (it has "
-                           f"{', '.join(sorted(run['tags']))})")
+                           f"{', '.join(sorted(t for t in run['tags'] if t in named))})"
+                           f"{hint}")
     names = labels(manifests)
     attempted = [attempted_rate(m.get("options") or {}) for m in manifests]
-    return render_compare(runs, names, tag, attempted), names, tag
+    compared = tag
+    side, _, metric = tag.partition(".")
+    if side in SIDES and tag not in named:
+        groups = [by_side(run, m)[side] for run, m in zip(runs, manifests, strict=True)]
+        compared = f"{tag}: by role, each run's one {side} group: " + \
+            ", ".join(f"{g}.{metric}" for g in groups)
+    return render_compare(runs, names, tag, attempted), names, compared

@@ -146,7 +146,8 @@ def headline_tag(runs: list[dict[str, Any]]) -> str:
             if tag.endswith(suffix):
                 return tag
     if not common:
-        raise BadInput("RUN_DIR", "the runs have no latency metric in common to compare")
+        raise BadInput("--tag", "the runs have no metric in common to compare: give --tag "
+                       "GROUP.METRIC")
     return sorted(common)[0]
 
 

@@ -296,7 +296,10 @@ def parse_args(args: Iterable[str], where: str) -> dict[str, Any]:
         flag, eq, inline = word.partition("=")
         option = flags.get(flag)
         if option is None:
-            raise BadInput(where, f"no such option: {flag}")
+            import difflib
+            near = difflib.get_close_matches(flag, list(flags), n=1, cutoff=0.6)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            raise BadInput(where, f"no such option: {flag}{hint}")
         if option.type is bool and not eq:
             values[option.key] = not flag.startswith("--no-")
             i += 1

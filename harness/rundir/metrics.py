@@ -50,7 +50,8 @@ from harness.stats.histogram import percentiles
 COUNTED = {"sent": "messages_sent", "received": "messages_received", "errors": "errors",
            "lost": "messages_lost", "duplicated": "messages_duplicated",
            "reordered": "messages_reordered", "refused": "sends_refused",
-           "in_doubt": "sends_in_doubt", "untaken": "sends_untaken", "reconnects": "reconnects",
+           "in_doubt": "sends_in_doubt", "untaken": "sends_untaken", "failed": "sends_failed",
+           "reconnects": "reconnects",
            "timeouts": "timeouts",
            "redelivered": "messages_redelivered", "rebalances": "rebalances", "bytes": "bytes",
            "connect_failed": "connections_failed"}

@@ -6,9 +6,10 @@ required; a field written only where it applies (NotRequired in harness.stats.re
 as a counters record's `partitions`) leaves it, since every reader of the version already
 takes a record without it. A reader takes every version in READABLE. Version 5 (this
 release): a counters record carries every counter of harness.stats.recorder.COUNTERS;
-version 2 added every counter but `rebalances`, `connect_failed` and `untaken`, version 3
-`rebalances`, version 4 `connect_failed`, version 5 `untaken` (read as 0 before: the runs
-that wrote none counted a producer's rate by what it sent); version 1 files, written before
+version 2 added every counter but `rebalances`, `connect_failed`, `untaken` and `failed`,
+version 3 `rebalances`, version 4 `connect_failed`, version 5 `untaken` and `failed` (read as
+0 before: the runs that wrote none counted a producer's rate by what it sent, and its failed
+sends only among its errors); version 1 files, written before
 some counters existed, read the missing ones as 0.
 """
 
@@ -28,11 +29,12 @@ REQUIRED: dict[str, tuple[str, ...]] = {kind: required(kind) for kind in RECORDS
 # Fields a version added to a type, with what a record of an earlier version reads.
 ADDED: dict[int, dict[str, dict[str, Any]]] = {
     2: {"counters": dict.fromkeys((c for c in COUNTERS
-                                   if c not in ("rebalances", "connect_failed", "untaken")),
+                                   if c not in ("rebalances", "connect_failed", "untaken",
+                                                 "failed")),
                                   0)},
     3: {"counters": {"rebalances": 0}},
     4: {"counters": {"connect_failed": 0}},
-    5: {"counters": {"untaken": 0}},
+    5: {"counters": {"untaken": 0, "failed": 0}},
 }
 
 

@@ -117,27 +117,72 @@ def node_lines(view: IntervalView) -> list[str]:
     return lines
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"Summary: {summary['measured_seconds']:.2f} s measured "
-                        "(warm-up to stop; rates and message counts over the measured span)")
-    for column in ("group", "module", "rate/s", "count", "errors", "lost", "dup", "reord",
-                   "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max",
-                   "cpu us/msg", "msg/s/core"):
-        table.add_column(column, justify="left" if column in ("group", "module", "metric")
-                         else "right")
+# A group's achieved rate below this share of its target is flagged as a shortfall.
+SHORT_OF_TARGET = 0.99
+# The summary table's columns where the screen is narrower than all of them need: the rest
+# are in the lines below it and in summary.json.
+NARROW = ("group", "module", "rate/s", "target", "errors", "lost", "metric", "p50", "p99",
+          "max")
+LEGEND = ("rate/s: messages a second over the measured span (a producer's: what the broker "
+          'took); target: the rate asked (! below 99% of it); lost, dup, reord: by sequence '
+          'number; metric: what the percentiles time (latency: intended send to receipt; '
+          'service: the call; closed-loop: no rate set); delay p99: behind schedule; cpu: the '
+          'busiest process, % of a core; the throughput line: received by the broker, '
+          "dispatched, their sum and replicas per message. Each defined in the manual's What it"
+          ' measures (measures.md).')
+
+
+def short_of_target(g: dict[str, Any]) -> bool:
+    target = g.get("target")
+    return bool(target) and g["rate"] < SHORT_OF_TARGET * target
+
+
+def summary_table(summary: dict[str, Any], width: int | None = None) -> Table:
+    """Every column where the screen is wide enough (width: the console's; None: every
+    column), else those of NARROW, so that the table fits 100 columns."""
+    columns = ["group", "module", "rate/s", "target", "count", "errors", "lost", "dup",
+               "reord", "metric", "p50", "p90", "p99", "p99.9", "max", "delay p99", "cpu max",
+               "cpu us/msg", "msg/s/core"]
+    if not any(g.get("target") for g in summary["groups"].values()):
+        columns.remove("target")
+    rows = []
     for name, g in summary["groups"].items():
         head = g["headline"]
         p = g[head]
-        label = metric_label(head, g.get("closed_loop", False))
         delay = g.get("delay", {}).get("p99") if "delay" in g else None
         # A run directory from before the count was kept shows its whole total.
         count = g.get("count", g["received"] or g["sent"])
-        table.add_row(name, g["module"], f"{g['rate']:.1f}", str(count), str(g["errors"]),
-                      str(g["lost"]), str(g["duplicated"]), str(g["reordered"]), label,
-                      format_us(p["p50"]), format_us(p["p90"]), format_us(p["p99"]),
-                      format_us(p["p99.9"]), format_us(p["max"]),
-                      format_us(delay) if delay is not None else "-",
-                      f"{g['client_cpu_max']:.0f}%", *cost_cells(g))
+        target = g.get("target")
+        rate_cell = f"{g['rate']:.1f}"
+        if short_of_target(g):
+            rate_cell = f"[yellow]{rate_cell}![/]"
+        cells = {"group": escape(str(name)), "module": g["module"], "rate/s": rate_cell,
+                 "target": f"{target:g}" if target else "-", "count": str(count),
+                 "errors": str(g["errors"]), "lost": str(g["lost"]),
+                 "dup": str(g["duplicated"]), "reord": str(g["reordered"]),
+                 "metric": metric_label(head, g.get("closed_loop", False)),
+                 **{q: format_us(p[q]) for q in ("p50", "p90", "p99", "p99.9", "max")},
+                 "delay p99": format_us(delay) if delay is not None else "-",
+                 "cpu max": f"{g['client_cpu_max']:.0f}%"}
+        cells["cpu us/msg"], cells["msg/s/core"] = cost_cells(g)
+        rows.append(cells)
+
+    def made(shown: list[str]) -> Table:
+        table = Table(title=f"Summary: {summary['measured_seconds']:.2f} s measured "
+                            "(warm-up to stop; rates and message counts over the measured "
+                            "span)")
+        for column in shown:
+            table.add_column(column, justify="left" if column in ("group", "module", "metric")
+                             else "right")
+        for cells in rows:
+            table.add_row(*(cells[c] for c in shown))
+        return table
+
+    table = made(columns)
+    if width is not None and Console(width=10_000).measure(table).maximum > width:
+        table = made([c for c in columns if c in NARROW])
+        table.caption = "a wider screen shows " + ", ".join(
+            c for c in columns if c not in NARROW) + "; summary.json has every figure"
     return table
 
 
@@ -177,7 +222,8 @@ def backlog_text(b: dict[str, Any]) -> str:
 
 def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     """The summary as the console shows it after a run (and harness view)."""
-    console.print(summary_table(summary))
+    console.print(summary_table(summary, console.width))
+    console.print(LEGEND, highlight=False, style="dim")
     if summary.get("steps"):
         console.print(steps_table(summary))
     _group_details(console, summary)
@@ -187,10 +233,24 @@ def print_summary(console: Console, summary: dict[str, Any], run_dir: str) -> No
     console.print(f"run directory: {run_dir}", highlight=False)
 
 
+def outcomes_line(outcomes: dict[str, int] | None) -> str:
+    """A producer's sends by outcome (harness.stats.figures.outcomes), where any ended
+    otherwise than taken; empty where every one was confirmed (or written)."""
+    if not outcomes or all(not outcomes.get(k) for k in ("refused", "in_doubt", "failed",
+                                                         "unsent")):
+        return ""
+    parts = [f"{outcomes[k]:,} {k.replace('_', ' ')}" for k in
+             ("confirmed", "written", "refused", "in_doubt", "failed", "unsent") if k in outcomes]
+    return f"{outcomes['attempted']:,} sends attempted: {', '.join(parts)} (each send once, " \
+        "warm-up and drain included)"
+
+
 def _group_details(console: Console, summary: dict[str, Any]) -> None:
     """Per group, what its table row leaves out: connections, processing, subscriptions,
     confirms, redeliveries, rebalances and lag."""
     for name, g in summary["groups"].items():
+        if outcome_text := outcomes_line(g.get("outcomes")):
+            console.print(f"{name}: {outcome_text}", highlight=False)
         if g.get("connects"):
             q = g["connect"]
             console.print(f"{name}: {g['connects']} connections p50 {format_us(q['p50'])} p99 "
@@ -303,6 +363,11 @@ def _warnings(console: Console, summary: dict[str, Any]) -> None:
         if g.get("clamped"):
             console.print(f"{name}: {g['clamped']} samples outside the histograms' range "
                           "(negative: clocks apart; or above an hour) were clamped into it",
+                          highlight=False, style="yellow")
+        if short_of_target(g):
+            console.print(f"{name}: {g['rate']:,.1f} msg/s is {g['rate'] / g['target']:.0%} of "
+                          f"the {g['target']:,g}/s asked: the client, the broker or the "
+                          "network held it back (see client cpu, outages and errors)",
                           highlight=False, style="yellow")
         if g.get("untaken"):
             console.print(f"{name}: {g['untaken']:,} sends of the measured span were refused "

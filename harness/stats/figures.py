@@ -14,6 +14,11 @@
   known (at a later interval, at the close). Sends that failed in the call were never sent.
   An interval's line shows what was sent in it, and refused and in doubt as they became
   known; the span's count and rate are exact.
+- Outcomes: every send a producer attempted, warm-up and drain included, ends in exactly one
+  of: confirmed (the broker acknowledged it) or written (the protocol acknowledges nothing:
+  handed to the connection, all that is known), refused (the broker said no), in doubt (a
+  fault hid the outcome), failed (raised, never left) and unsent (due by the schedule, not
+  made by the stop). attempted is their sum (outcomes); nothing nets against anything.
 - Percentiles: of the HDR histogram of every sample after the warm-up, drain included (a
   message received while draining was sent while measuring). Latency is measured from the
   intended send time; with no rate set there is none, and latency is closed-loop (service)
@@ -59,6 +64,18 @@ def taken(counters: dict[str, int]) -> int:
     its sends less those of them refused or in doubt (`untaken`, counted into the span
     whenever the word came)."""
     return counters.get("sent", 0) - counters.get("untaken", 0)
+
+
+def outcomes(counters: dict[str, int], confirmed: bool) -> dict[str, int]:
+    """A producer's sends, each counted in exactly one outcome (the module's docstring), and
+    their sum: of a group whose broker confirms each send, what it took is `confirmed`,
+    else `written`."""
+    sent = counters.get("sent", 0)
+    refused, in_doubt = counters.get("refused", 0), counters.get("in_doubt", 0)
+    made = {"confirmed" if confirmed else "written": sent - refused - in_doubt,
+            "refused": refused, "in_doubt": in_doubt, "failed": counters.get("failed", 0),
+            "unsent": counters.get("unsent", 0)}
+    return {**made, "attempted": sum(made.values())}
 
 
 def role_count(role: str, counters: dict[str, int]) -> int:

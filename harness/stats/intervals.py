@@ -14,6 +14,7 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from harness.modules.interface.roles import ROLES
 from harness.plan.backlog import parse_backlog
 from harness.plan.group import GroupSpec
 from harness.plan.run import RunSpec, run_steps
@@ -30,6 +31,7 @@ from harness.stats.figures import (
     headline_metric,
     kept,
     mean,
+    outcomes,
     per_core_rate,
     span_count,
     summed_rate,
@@ -40,6 +42,7 @@ from harness.stats.histogram import decode, empty, encode, new_histogram, percen
 from harness.stats.memory import Memory
 from harness.stats.recorder import COUNTERS
 from harness.stats.reports import IntervalReport, add_partitions
+from harness.stats.slo import targets
 from harness.stats.views import GroupInterval, IntervalView, NodeInterval, view_phase
 
 
@@ -313,9 +316,9 @@ class RunStats(Balance):
         self.intervals += other.intervals
         _add(self.tails, other.tails)
         _add(self.received_once, other.received_once)
-        for destination, outcomes in other.by_sequence.items():
+        for destination, theirs in other.by_sequence.items():
             mine_outcomes = self.by_sequence.setdefault(destination, [0, 0, 0])
-            for k, value in enumerate(outcomes):
+            for k, value in enumerate(theirs):
                 mine_outcomes[k] += value
         self.reconciled |= other.reconciled
         for mine_step, their_step in zip(self.steps, other.steps, strict=True):
@@ -362,6 +365,8 @@ class RunStats(Balance):
         copies = sum(t.everything["received"] - t.everything["duplicated"]
                      for t in self.groups)
         sends = sum(kept(t.everything) for t in self.groups)
+        # The rate each producing group was asked for (a stepped run's are its steps').
+        aims = {} if self.step_ends else targets(self.run, max(len(self.node_seconds), 1))
         for i, totals in enumerate(self.groups):
             spec = totals.spec
             entry: dict[str, Any] = {
@@ -381,6 +386,10 @@ class RunStats(Balance):
                 "client_cpu_max": max(totals.cpu, default=0.0),
                 **self._cost(totals),
             }
+            if spec.name in aims:
+                entry["target"] = aims[spec.name]
+            if ROLES[spec.role].produces:  # every send, in one outcome each
+                entry["outcomes"] = outcomes(totals.everything, spec.confirmed)
             if totals.lag is not None:  # the broker's count, where the transport reads it
                 entry["lag"] = totals.lag[1]
             for metric, histogram in totals.histograms.items():

@@ -15,7 +15,7 @@ METRICS = ("latency", "service", "delay", "confirm", "connect", "subscribe", "pr
 COUNTERS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordered",
             "commits", "corrupt", "timeouts", "reconnects", "outage_ms", "foreign", "unsent",
             "late", "refused", "in_doubt", "redelivered", "rebalances", "cpu_us",
-            "connect_failed", "untaken")
+            "connect_failed", "untaken", "failed")
 
 
 class Sample(NamedTuple):
@@ -58,6 +58,8 @@ class Recorder:
         self.refused = self.in_doubt = 0
         # Of those, the sends made in the measured span (harness.stats.figures.taken)
         self.untaken = 0
+        # Sends that raised and never left: not counted sent, their numbers not used again
+        self.failed = 0
         # Received again after the broker took them back from a consumer (Redis claims)
         self.redelivered = 0
         # Changes of the partitions a consumer group gave this consumer (Kafka)

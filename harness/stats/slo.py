@@ -32,11 +32,14 @@ COUNTS = ("sent", "received", "bytes", "errors", "lost", "duplicated", "reordere
           "corrupt", "timeouts", "reconnects", "foreign", "unsent", "late", "refused",
           "in_doubt", "redelivered", "rebalances", "connect_failed", "lost_at_tail", "clamped",
           # of the measured span's sends: taken by the broker, and refused or in doubt
-          "taken", "untaken",
+          "taken", "untaken", "failed",
           # the messages waiting for a group's consumers where its transport reads them
           # (Kafka's lag, a queue's depth, a stream consumer's pending): messages, as a
           # count is, though a gauge: the summary's is the last interval's
           "lag")
+# A producer's sends by outcome, warm-up and drain included (harness.stats.figures.outcomes):
+# counts the summary keeps under the group's `outcomes`.
+OUTCOMES = ("attempted", "confirmed", "written")
 # A group's figures that are not counts: their kind, and where the summary keeps them.
 GROUP_FIGURES: dict[str, tuple[str, Callable[[Mapping[str, Any]], float | None]]] = {
     "rate": ("rate", lambda g: g.get("rate")),
@@ -101,6 +104,9 @@ class Figure:
             return max(values) if values else None
         if self.figure in COUNTS:
             values = [g[self.figure] for g in chosen if self.figure in g]
+            return sum(values) if values else None
+        if self.figure in OUTCOMES:
+            values = [g["outcomes"].get(self.figure, 0) for g in chosen if "outcomes" in g]
             return sum(values) if values else None
         if self.group is None:
             return RUN_FIGURES[self.figure][1](figures)
@@ -277,7 +283,7 @@ class _Parser:
                 raise self.fail(f"group {group} records no {metric} (it records "
                                 f"{', '.join(self.groups[group])})")
             return Figure(group, figure, "time"), "time"
-        if figure in COUNTS:
+        if figure in COUNTS or figure in OUTCOMES:
             return Figure(group, figure, "count"), "count"
         if group is not None and figure in GROUP_FIGURES:
             return Figure(group, figure, GROUP_FIGURES[figure][0]), GROUP_FIGURES[figure][0]
@@ -293,12 +299,12 @@ class _Parser:
             raise self.fail(f"unknown figure {name!r}; did you mean {first}.{head}.{rest}?")
         import difflib
         named = [f"{g}.{f}" for g, metrics in self.groups.items() for f in
-                 (*COUNTS, *GROUP_FIGURES, "target", *(f"{m}.{p}" for m in metrics
+                 (*COUNTS, *OUTCOMES, *GROUP_FIGURES, "target", *(f"{m}.{p}" for m in metrics
                                                        for p in PERCENTILES))]
-        close = difflib.get_close_matches(name, [*named, *COUNTS, *RUN_FIGURES], n=1)
+        close = difflib.get_close_matches(name, [*named, *COUNTS, *OUTCOMES, *RUN_FIGURES], n=1)
         if close:
             raise self.fail(f"unknown figure {name!r}; did you mean {close[0]}?")
-        known = sorted({*COUNTS, *GROUP_FIGURES, *RUN_FIGURES, "target",
+        known = sorted({*COUNTS, *OUTCOMES, *GROUP_FIGURES, *RUN_FIGURES, "target",
                         *(f"{m}.p99" for m in METRICS)})
         groups = f"; the groups are {', '.join(self.groups)}" if self.groups else ""
         raise self.fail(f"unknown figure {name!r} (figures: {', '.join(known)}{groups})")
