@@ -93,7 +93,11 @@ def test_the_control_socket_takes_the_keys_and_only_its_user_may_open_it(tmp_pat
         assert "'dance'" in client.send(do="dance")
         time.sleep(2.5)
         assert client.send(do="stop").startswith("stopping")
-        assert run.wait(60) == 0, run.communicate()
+        assert run.wait(60) == 0
+    out, _ = run.communicate()
+    # Its start said where the keys are taken, and how to reach them.
+    assert f"the run's keys: harness view --follow runs/{run_dir.name} (its control socket " \
+        f"{where}, this user's only)" in out, out
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["stopped_by"] == "control"
     [change] = [e for e in events(run_dir) if e["action"] == "set_rate"]

@@ -327,6 +327,8 @@ def _steering(spec: RunSpec, controller: Any) -> list[Any]:
                 part.close()
             raise BadInput("--control", f"cannot listen for the keys: {exc}") from None
         parts.append(server)
+        console.print(f"the run's keys: harness view --follow {controller.run_dir} (its "
+                      f"control socket {server.path}, this user's only)", markup=False)
     return parts
 
 
